@@ -1,0 +1,2 @@
+export { TidemarkError, ERROR_CODES, isTidemarkError } from './errors.js'
+export type { ErrorCode, TidemarkErrorOptions } from './errors.js'
