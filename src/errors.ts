@@ -20,6 +20,13 @@ export const ERROR_CODES = {
   TIDEMARK_TRANSACTION_CLOSED: { retriable: false, summary: 'a transaction was used after commit or abort' },
   TIDEMARK_POSITION_NOT_ADVANCING: { retriable: false, summary: 'a commit\'s position is not after the stored position of that source partition' },
   TIDEMARK_COMMIT_FAILED: { retriable: true, summary: 'LevelDB refused the commit batch; nothing of it is visible' },
+  // dfs/
+  TIDEMARK_DFS_NOT_FOUND: { retriable: false, summary: 'the object does not exist in the snapshot store' },
+  TIDEMARK_DFS_OBJECT_EXISTS: { retriable: false, summary: 'a create-only put (ifNoneMatch) found the key already taken' },
+  TIDEMARK_DFS_ACCESS_DENIED: { retriable: false, summary: 'the snapshot store refused the credentials or the permission (HTTP 403, EACCES, read-only file system)' },
+  TIDEMARK_DFS_UNAVAILABLE: { retriable: true, summary: 'the snapshot store did not answer, failed with a server error or throttled, also after the configured retries' },
+  TIDEMARK_DFS_REQUEST_FAILED: { retriable: false, summary: 'the snapshot store rejected the request for another reason (missing bucket, bad request, a key that collides with a directory)' },
+  TIDEMARK_DFS_CLOSED: { retriable: false, summary: 'the snapshot store was closed' },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_CODES

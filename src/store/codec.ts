@@ -1,0 +1,71 @@
+import { TidemarkError } from '../errors.js'
+
+/** Turns values into bytes and back. Must be deterministic and pure. */
+export interface Codec<T> {
+  readonly name: string
+  encode(value: T): Uint8Array
+  decode(bytes: Uint8Array): T
+}
+
+const textDecoder = new TextDecoder('utf-8', { fatal: true })
+
+/** JSON text in UTF-8; the default codec. */
+export function jsonCodec<T = unknown>(): Codec<T> {
+  return {
+    name: 'json',
+    encode(value: T): Uint8Array {
+      // JSON.stringify returns undefined for undefined, functions and symbols:
+      // storing "nothing" silently would lose the write, so refuse it.
+      const text = JSON.stringify(value)
+      if (text === undefined) throw new TypeError(`value of type ${typeof value} has no JSON form`)
+      return Buffer.from(text, 'utf8')
+    },
+    decode(bytes: Uint8Array): T {
+      return JSON.parse(textDecoder.decode(bytes)) as T
+    },
+  }
+}
+
+/** Bytes stored as they are. */
+export function rawCodec(): Codec<Uint8Array> {
+  return {
+    name: 'raw',
+    encode(value: Uint8Array): Uint8Array {
+      if (!(value instanceof Uint8Array)) throw new TypeError(`raw codec takes a Uint8Array, got ${typeof value}`)
+      return value
+    },
+    decode(bytes: Uint8Array): Uint8Array {
+      return bytes
+    },
+  }
+}
+
+/** A user-supplied codec; checked once here so that a wrong shape fails at definition time. */
+export function customCodec<T>(codec: { name?: string; encode(value: T): Uint8Array; decode(bytes: Uint8Array): T }): Codec<T> {
+  if (codec === null || typeof codec !== 'object' || typeof codec.encode !== 'function' || typeof codec.decode !== 'function') {
+    throw new TypeError('codec must be an object with encode(value) and decode(bytes) functions')
+  }
+  return { name: codec.name ?? 'custom', encode: (v) => codec.encode(v), decode: (b) => codec.decode(b) }
+}
+
+/** `what` is a thunk so that the hot path never formats a message it does not throw. */
+export function encodeWith<T>(codec: Codec<T>, value: T, what: () => string): Buffer {
+  let bytes: unknown
+  try {
+    bytes = codec.encode(value)
+  } catch (cause) {
+    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the ${codec.name} codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+  }
+  if (!(bytes instanceof Uint8Array)) {
+    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the ${codec.name} codec returned ${typeof bytes}, not a Uint8Array`)
+  }
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+}
+
+export function decodeWith<T>(codec: Codec<T>, bytes: Uint8Array, what: () => string): T {
+  try {
+    return codec.decode(bytes)
+  } catch (cause) {
+    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what()}: the ${codec.name} codec could not decode ${bytes.byteLength} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
+  }
+}

@@ -1,0 +1,338 @@
+import { ClassicLevel } from 'classic-level'
+import { TidemarkError } from '../errors.js'
+import {
+  decodeOffset, decodePositionKey, encodeOffset, MAX_KEY_BYTES, metadataKey, positionKey,
+  POSITIONS_PREFIX, prefixEnd, REGISTRY_PREFIX, registryKey,
+} from './keys.js'
+import { formatPosition, sourceId, validatePosition, type Position } from './position.js'
+import type { StateDefinition } from './state.js'
+import { Transaction, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction.js'
+
+export interface PartitionStoreOptions {
+  /** The LevelDB directory of this partition; created if missing. */
+  path: string
+  /** Every state the program uses; a state not listed here is refused. */
+  states?: readonly StateDefinition[]
+  /** Longest key (or sub-key) in bytes. Default 16384, at most 65535. */
+  maxKeyBytes?: number
+  /**
+   * fsync each commit. Off by default: a commit then survives a crash of the
+   * process (it is in the OS page cache) but not of the machine, which is the
+   * usual trade for a store that snapshots and replays can rebuild.
+   */
+  sync?: boolean
+  /** LevelDB block cache in bytes. Default 8 MiB. */
+  cacheSize?: number
+  /** LevelDB write buffer (memtable) in bytes. Default 4 MiB. */
+  writeBufferSize?: number
+}
+
+export const STORE_DEFAULTS = Object.freeze({
+  maxKeyBytes: 16384,
+  sync: false,
+  cacheSize: 8 * 1024 * 1024,
+  writeBufferSize: 4 * 1024 * 1024,
+})
+
+type Level = ClassicLevel<Buffer, Buffer>
+type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path'>>>
+type StateRecord = { kind: 'value' | 'map' }
+
+/**
+ * One partition's state, its source positions and metadata in one LevelDB
+ * directory. State changes and positions are committed in one atomic batch,
+ * which is what lets a replay after a crash apply every event exactly once.
+ */
+export class PartitionStore implements TransactionHost {
+  readonly path: string
+  readonly maxKeyBytes: number
+  readonly #options: ResolvedOptions
+  readonly #states = new Map<string, StateDefinition>()
+  readonly #positions = new Map<string, Position>()
+  #db: Level
+  #closed = false
+  /** Set while the store is quiesced: reads and commits wait for it. */
+  #gate: Promise<void> | undefined
+  /** Serializes commits, quiesce and close. */
+  #queue: Promise<unknown> = Promise.resolve()
+  #activeReads = 0
+  #readsDrained: (() => void) | undefined
+
+  private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>) {
+    this.path = path
+    this.#db = db
+    this.#options = options
+    this.maxKeyBytes = options.maxKeyBytes
+    this.#states = states
+  }
+
+  static async open(options: PartitionStoreOptions): Promise<PartitionStore> {
+    if (options === null || typeof options !== 'object') throw new TypeError('options must be an object with at least { path }')
+    const { path, states = [] } = options
+    if (typeof path !== 'string' || path.length === 0) throw new TypeError(`options.path must be a non-empty string, got ${JSON.stringify(path)}`)
+    const resolved = {
+      maxKeyBytes: options.maxKeyBytes ?? STORE_DEFAULTS.maxKeyBytes,
+      sync: options.sync ?? STORE_DEFAULTS.sync,
+      cacheSize: options.cacheSize ?? STORE_DEFAULTS.cacheSize,
+      writeBufferSize: options.writeBufferSize ?? STORE_DEFAULTS.writeBufferSize,
+    }
+    if (!Number.isInteger(resolved.maxKeyBytes) || resolved.maxKeyBytes < 1 || resolved.maxKeyBytes > MAX_KEY_BYTES) {
+      throw new RangeError(`options.maxKeyBytes must be an integer from 1 to ${MAX_KEY_BYTES}, got ${resolved.maxKeyBytes}`)
+    }
+    if (typeof resolved.sync !== 'boolean') throw new TypeError(`options.sync must be a boolean, got ${typeof resolved.sync}`)
+    for (const field of ['cacheSize', 'writeBufferSize'] as const) {
+      const v = resolved[field]
+      if (!Number.isInteger(v) || v < 64 * 1024) throw new RangeError(`options.${field} must be an integer of at least 65536 bytes, got ${v}`)
+    }
+    if (!Array.isArray(states)) throw new TypeError('options.states must be an array of state definitions (valueState(), mapState())')
+    const byName = new Map<string, StateDefinition>()
+    for (const def of states) {
+      if (def === null || typeof def !== 'object' || (def.kind !== 'value' && def.kind !== 'map')) {
+        throw new TypeError('options.states must hold state definitions made by valueState() or mapState()')
+      }
+      if (byName.has(def.name)) throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is defined twice`)
+      byName.set(def.name, def)
+    }
+
+    const db = await openLevel(path, resolved)
+    const store = new PartitionStore(path, db, Object.freeze(resolved), byName)
+    try {
+      await store.#loadPositions()
+      await store.#registerStates()
+    } catch (err) {
+      await db.close()
+      throw err
+    }
+    return store
+  }
+
+  /** A new transaction; see Transaction. */
+  transaction(): Transaction {
+    this.#checkOpen()
+    return new Transaction(this)
+  }
+
+  /** The stored offset for a source partition, or undefined if none was committed. */
+  position(topic: string, partition: number): bigint | undefined {
+    return this.#positions.get(sourceId(topic, partition))?.offset
+  }
+
+  /** Every stored position. */
+  positions(): Position[] {
+    return [...this.#positions.values()]
+  }
+
+  /** Reads a metadata document written by setMetadata. */
+  async getMetadata<T = unknown>(name: string): Promise<T | undefined> {
+    const bytes = await this.read(metadataKey(checkMetaName(name)))
+    return bytes === undefined ? undefined : (JSON.parse(bytes.toString('utf8')) as T)
+  }
+
+  /** Writes a metadata document (owner epoch, job name, ...) in its own atomic batch. */
+  async setMetadata(name: string, value: unknown): Promise<void> {
+    const key = metadataKey(checkMetaName(name))
+    const text = JSON.stringify(value)
+    if (text === undefined) throw new TypeError(`metadata ${name} has no JSON form`)
+    await this.#serialized(async () => {
+      await this.#db.put(key, Buffer.from(text, 'utf8'), { sync: this.#options.sync })
+    })
+  }
+
+  /**
+   * Runs fn while the store is closed and nothing can write to it, then
+   * reopens it: the moment in which a checkpoint can hard-link LevelDB's
+   * files. Reads and commits issued meanwhile wait and then proceed.
+   */
+  async quiesce<T>(fn: (path: string) => Promise<T>): Promise<T> {
+    return this.#serialized(async () => {
+      let release!: () => void
+      this.#gate = new Promise<void>((resolve) => { release = resolve })
+      try {
+        await this.#drainReads()
+        await this.#db.close()
+        try {
+          return await fn(this.path)
+        } finally {
+          this.#db = await openLevel(this.path, this.#options)
+        }
+      } finally {
+        this.#gate = undefined
+        release()
+      }
+    })
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    await this.#queue.catch(() => undefined)
+    await this.#drainReads()
+    await this.#db.close()
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  // ---- TransactionHost: used by Transaction, not part of the public surface ----
+
+  /** @internal */
+  checkState(def: StateDefinition): void {
+    this.#checkOpen()
+    const known = this.#states.get(def?.name)
+    if (known === undefined) {
+      throw new TidemarkError('TIDEMARK_UNKNOWN_STATE', `state ${JSON.stringify(def?.name)} is not one of this store's states (${[...this.#states.keys()].join(', ') || 'none'}); pass it in options.states`)
+    }
+    if (known.kind !== def.kind) {
+      throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
+    }
+  }
+
+  /** @internal */
+  async read(key: Buffer): Promise<Buffer | undefined> {
+    this.#checkOpen()
+    if (this.#gate !== undefined) await this.#gate
+    this.#activeReads++
+    try {
+      return await this.#db.get(key)
+    } catch (cause) {
+      throw this.#translate(cause, 'read')
+    } finally {
+      this.#readDone()
+    }
+  }
+
+  /** @internal */
+  async *scan(range: ByteRange): AsyncGenerator<[Buffer, Buffer]> {
+    this.#checkOpen()
+    if (this.#gate !== undefined) await this.#gate
+    this.#activeReads++
+    const options = range.lt === undefined ? { gte: range.gte, reverse: range.reverse } : { gte: range.gte, lt: range.lt, reverse: range.reverse }
+    const it = this.#db.iterator(options)
+    try {
+      while (true) {
+        const entries = await it.nextv(256)
+        if (entries.length === 0) return
+        for (const entry of entries) yield entry as [Buffer, Buffer]
+      }
+    } catch (cause) {
+      throw this.#translate(cause, 'scan')
+    } finally {
+      await it.close()
+      this.#readDone()
+    }
+  }
+
+  /** @internal */
+  async commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void> {
+    this.#checkOpen()
+    const checked = positions.map((p, i) => validatePosition(p, positions.length === 1 ? 'position' : `position[${i}]`))
+    const seen = new Set<string>()
+    for (const p of checked) {
+      const id = sourceId(p.topic, p.partition)
+      if (seen.has(id)) throw new RangeError(`position lists ${p.topic}/${p.partition} twice`)
+      seen.add(id)
+    }
+    await this.#serialized(async () => {
+      this.#checkOpen()
+      if (options.allowRewind !== true) {
+        for (const p of checked) {
+          const stored = this.#positions.get(sourceId(p.topic, p.partition))
+          if (stored !== undefined && p.offset <= stored.offset) {
+            throw new TidemarkError(
+              'TIDEMARK_POSITION_NOT_ADVANCING',
+              `commit at ${formatPosition(p)} is not after the stored position ${formatPosition(stored)}; the events up to it are already in the store (pass { allowRewind: true } to rewind on purpose)`,
+              { details: { topic: p.topic, partition: p.partition, offset: p.offset, storedOffset: stored.offset } },
+            )
+          }
+        }
+      }
+      const ops: Array<{ type: 'put'; key: Buffer; value: Buffer } | { type: 'del'; key: Buffer }> = []
+      for (const w of writes.values()) ops.push(w.value === undefined ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.value })
+      for (const p of checked) ops.push({ type: 'put', key: positionKey(p.topic, p.partition), value: encodeOffset(p.offset) })
+      if (ops.length === 0) return
+      try {
+        await this.#db.batch(ops, { sync: this.#options.sync })
+      } catch (cause) {
+        throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${ops.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
+      }
+      for (const p of checked) this.#positions.set(sourceId(p.topic, p.partition), p)
+    })
+  }
+
+  // ---- internals ----
+
+  async #loadPositions(): Promise<void> {
+    for await (const [key, value] of this.#db.iterator({ gte: POSITIONS_PREFIX, lt: prefixEnd(POSITIONS_PREFIX)! })) {
+      const { topic, partition } = decodePositionKey(key)
+      this.#positions.set(sourceId(topic, partition), { topic, partition, offset: decodeOffset(value) })
+    }
+  }
+
+  /** Records each state's kind so that reopening with a different kind is caught instead of misreading bytes. */
+  async #registerStates(): Promise<void> {
+    const stored = new Map<string, StateRecord>()
+    for await (const [key, value] of this.#db.iterator({ gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
+      stored.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), JSON.parse(value.toString('utf8')) as StateRecord)
+    }
+    const ops: Array<{ type: 'put'; key: Buffer; value: Buffer }> = []
+    for (const def of this.#states.values()) {
+      const record = stored.get(def.name)
+      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })) })
+      else if (record.kind !== def.kind) {
+        throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was created as a ${record.kind} state in ${this.path}; it cannot be opened as a ${def.kind} state`)
+      }
+    }
+    if (ops.length > 0) await this.#db.batch(ops, { sync: this.#options.sync })
+  }
+
+  #serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(async () => {
+      if (this.#gate !== undefined) await this.#gate
+      return fn()
+    })
+    this.#queue = run.catch(() => undefined)
+    return run
+  }
+
+  #readDone(): void {
+    if (--this.#activeReads === 0 && this.#readsDrained !== undefined) {
+      this.#readsDrained()
+      this.#readsDrained = undefined
+    }
+  }
+
+  async #drainReads(): Promise<void> {
+    if (this.#activeReads === 0) return
+    await new Promise<void>((resolve) => { this.#readsDrained = resolve })
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new TidemarkError('TIDEMARK_STORE_CLOSED', `partition store ${this.path} is closed`)
+  }
+
+  #translate(cause: unknown, op: string): Error {
+    if (cause instanceof TidemarkError) return cause
+    if (this.#closed) return new TidemarkError('TIDEMARK_STORE_CLOSED', `partition store ${this.path} closed during ${op}`, { cause })
+    return cause as Error
+  }
+}
+
+function checkMetaName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`metadata name must be a non-empty string, got ${JSON.stringify(name)}`)
+  return name
+}
+
+async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }): Promise<Level> {
+  const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  try {
+    await db.open({ createIfMissing: true, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause
+    if (cause?.code === 'LEVEL_LOCKED') {
+      throw new TidemarkError('TIDEMARK_STORE_LOCKED', `partition store ${path} is already open in this or another process`, { cause: err })
+    }
+    throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot open partition store ${path}: ${(cause as Error | undefined)?.message ?? (err as Error).message}`, { cause: err })
+  }
+  return db
+}

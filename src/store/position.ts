@@ -1,0 +1,42 @@
+/**
+ * A source position: the offset of the last event whose effects are in the
+ * store, per source partition. Offsets are bigint because Kafka offsets are
+ * 64-bit and exceed Number.MAX_SAFE_INTEGER.
+ */
+export interface Position {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: bigint
+}
+
+export const MAX_OFFSET = (1n << 63n) - 1n
+const MAX_TOPIC_BYTES = 1024
+
+export function validatePosition(position: unknown, argument = 'position'): Position {
+  if (position === null || typeof position !== 'object') {
+    throw new TypeError(`${argument} must be { topic, partition, offset }, got ${position === null ? 'null' : typeof position}`)
+  }
+  const { topic, partition, offset } = position as Record<string, unknown>
+  if (typeof topic !== 'string' || topic.length === 0 || Buffer.byteLength(topic) > MAX_TOPIC_BYTES) {
+    throw new TypeError(`${argument}.topic must be a non-empty string of at most ${MAX_TOPIC_BYTES} bytes, got ${JSON.stringify(topic)}`)
+  }
+  if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0 || partition > 0xffffffff) {
+    throw new RangeError(`${argument}.partition must be an integer from 0 to 2^32-1, got ${String(partition)}`)
+  }
+  if (typeof offset !== 'bigint') {
+    throw new TypeError(`${argument}.offset must be a bigint (offsets are 64-bit), got ${typeof offset} ${String(offset)}`)
+  }
+  if (offset < 0n || offset > MAX_OFFSET) {
+    throw new RangeError(`${argument}.offset must be from 0 to 2^63-1, got ${offset}`)
+  }
+  return { topic, partition, offset }
+}
+
+/** Identifies a source partition inside maps. */
+export function sourceId(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`
+}
+
+export function formatPosition(p: Position): string {
+  return `${p.topic}/${p.partition}@${p.offset}`
+}

@@ -1,0 +1,407 @@
+import { spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  PartitionStore, TidemarkError, customCodec, mapState, rawCodec, valueState, type PartitionStoreOptions,
+} from '../../src/index.js'
+import { tempDir } from '../helpers/tmp.js'
+
+const counts = valueState<number>('counts')
+const blobs = valueState('blobs', { codec: rawCodec(), keyType: 'bytes' })
+const orders = mapState<{ amount: number }>('orders')
+const T = 'events'
+
+const open: PartitionStore[] = []
+async function openStore(options: Partial<PartitionStoreOptions> & { path: string }): Promise<PartitionStore> {
+  const store = await PartitionStore.open({ states: [counts, blobs, orders], ...options })
+  open.push(store)
+  return store
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()))
+})
+
+async function all<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
+
+describe('transactions', () => {
+  it('reads its own writes, hides them from others until commit, then shows them', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    expect(await tx.value(counts).get('a')).toBe(1)
+    const other = store.transaction()
+    expect(await other.value(counts).get('a')).toBeUndefined()
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    expect(await other.value(counts).get('a')).toBe(1)
+    expect(store.position(T, 0)).toBe(0n)
+  })
+
+  it('an aborted or abandoned transaction leaves nothing visible', async () => {
+    const path = tempDir()
+    const store = await openStore({ path })
+    const aborted = store.transaction()
+    aborted.value(counts).put('a', 1)
+    aborted.abort()
+    const abandoned = store.transaction()
+    abandoned.value(counts).put('b', 2)
+    await store.close()
+    const reopened = await openStore({ path })
+    const tx = reopened.transaction()
+    expect(await all(tx.value(counts).entries())).toEqual([])
+    expect(reopened.positions()).toEqual([])
+    expect(() => aborted.value(counts)).toThrow(expect.objectContaining({ code: 'TIDEMARK_TRANSACTION_CLOSED' }))
+  })
+
+  it('a commit that LevelDB refuses leaves nothing visible and the transaction retriable', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    // Fault injection: the next batch() of any classic-level database fails once.
+    const original = ClassicLevel.prototype.batch
+    let calls = 0
+    ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
+      if (calls++ === 0) return Promise.reject(new Error('injected: disk full'))
+      return (original as (...a: unknown[]) => unknown).apply(this, args)
+    } as typeof original
+    try {
+      const err = await tx.commit({ topic: T, partition: 0, offset: 0n }).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(TidemarkError)
+      expect(err).toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED', retriable: true })
+      expect((err as Error).cause).toMatchObject({ message: 'injected: disk full' })
+      expect(store.position(T, 0)).toBeUndefined()
+      expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+      await tx.commit({ topic: T, partition: 0, offset: 0n })
+    } finally {
+      ClassicLevel.prototype.batch = original
+    }
+    expect(await store.transaction().value(counts).get('a')).toBe(1)
+    expect(store.position(T, 0)).toBe(0n)
+  })
+
+  it('deletes are visible in the transaction and committed', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    tx.value(counts).put('b', 2)
+    await tx.commit()
+    const tx2 = store.transaction()
+    tx2.value(counts).delete('a')
+    expect(await tx2.value(counts).get('a')).toBeUndefined()
+    expect(await all(tx2.value(counts).entries())).toEqual([['b', 2]])
+    await tx2.commit()
+    expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+  })
+
+  it('a commit with no writes and no position is a no-op; committed transactions refuse reuse', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    await tx.commit()
+    await expect(tx.commit()).rejects.toMatchObject({ code: 'TIDEMARK_TRANSACTION_CLOSED' })
+    expect(() => tx.value(counts).put('a', 1)).toThrow(expect.objectContaining({ code: 'TIDEMARK_TRANSACTION_CLOSED' }))
+  })
+})
+
+describe('positions', () => {
+  it('are per source partition, 64-bit, and survive reopen', async () => {
+    const path = tempDir()
+    const store = await openStore({ path })
+    const big = (1n << 62n) + 12345n
+    const tx = store.transaction()
+    tx.value(counts).put('x', 1)
+    await tx.commit([{ topic: T, partition: 0, offset: big }, { topic: T, partition: 3, offset: 7n }, { topic: 'other', partition: 0, offset: 1n }])
+    await store.close()
+    const again = await openStore({ path })
+    expect(again.position(T, 0)).toBe(big)
+    expect(again.position(T, 3)).toBe(7n)
+    expect(again.position('other', 0)).toBe(1n)
+    expect(again.position(T, 1)).toBeUndefined()
+    expect(again.positions()).toHaveLength(3)
+  })
+
+  it('a commit at or before the stored position is refused and changes nothing, unless a rewind is asked for', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commit({ topic: T, partition: 0, offset: 10n })
+    for (const offset of [10n, 9n, 0n]) {
+      const replay = store.transaction()
+      replay.value(counts).put('a', 99)
+      const err = await replay.commit({ topic: T, partition: 0, offset }).catch((e: unknown) => e)
+      expect(err).toMatchObject({ code: 'TIDEMARK_POSITION_NOT_ADVANCING', retriable: false, details: { offset, storedOffset: 10n } })
+      expect((err as Error).message).toContain('events/0@10')
+    }
+    expect(await store.transaction().value(counts).get('a')).toBe(1)
+    expect(store.position(T, 0)).toBe(10n)
+    const rewind = store.transaction()
+    rewind.value(counts).put('a', 5)
+    await rewind.commit({ topic: T, partition: 0, offset: 3n }, { allowRewind: true })
+    expect(store.position(T, 0)).toBe(3n)
+    expect(await store.transaction().value(counts).get('a')).toBe(5)
+  })
+
+  it('rejects malformed positions with TypeError/RangeError naming the field', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    await expect(tx.commit({ topic: T, partition: 0, offset: 5 as unknown as bigint })).rejects.toThrow(/position\.offset must be a bigint/)
+    await expect(tx.commit({ topic: T, partition: 0, offset: -1n })).rejects.toBeInstanceOf(RangeError)
+    await expect(tx.commit({ topic: T, partition: 0, offset: 1n << 63n })).rejects.toBeInstanceOf(RangeError)
+    await expect(tx.commit({ topic: '', partition: 0, offset: 1n })).rejects.toThrow(/position\.topic/)
+    await expect(tx.commit({ topic: T, partition: 1.5, offset: 1n })).rejects.toThrow(/position\.partition/)
+    await expect(tx.commit([{ topic: T, partition: 0, offset: 1n }, { topic: T, partition: 0, offset: 2n }])).rejects.toThrow(/twice/)
+    await tx.commit({ topic: T, partition: 0, offset: 1n })
+    expect(store.position(T, 0)).toBe(1n)
+  })
+})
+
+describe('states, keys and codecs', () => {
+  it('map state scans sub-keys in order with prefix, range, reverse and limit, over committed and pending writes', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    const m = tx.map(orders)
+    for (const id of ['o3', 'o1', 'o5']) m.put('alice', id, { amount: Number(id.slice(1)) })
+    m.put('bob', 'o1', { amount: 100 })
+    m.put('alic', 'o9', { amount: 9 }) // a key that is a prefix of another key
+    await tx.commit()
+    const tx2 = store.transaction()
+    const m2 = tx2.map(orders)
+    m2.put('alice', 'o2', { amount: 2 }) // pending, between committed entries
+    m2.delete('alice', 'o3') // pending delete of a committed entry
+    m2.put('alice', 'o5', { amount: 55 }) // pending overwrite
+    const ids = async (opts = {}) => (await all(m2.entries('alice', opts))).map(([k, v]) => `${k}=${v.amount}`)
+    expect(await ids()).toEqual(['o1=1', 'o2=2', 'o5=55'])
+    expect(await ids({ reverse: true })).toEqual(['o5=55', 'o2=2', 'o1=1'])
+    expect(await ids({ gt: 'o1', lte: 'o5' })).toEqual(['o2=2', 'o5=55'])
+    expect(await ids({ gte: 'o2', lt: 'o5' })).toEqual(['o2=2'])
+    expect(await ids({ limit: 2 })).toEqual(['o1=1', 'o2=2'])
+    expect(await ids({ reverse: true, limit: 1 })).toEqual(['o5=55'])
+    expect(await ids({ prefix: 'o' })).toHaveLength(3)
+    expect(await ids({ gt: 'o9' })).toEqual([])
+    expect(await all(m2.entries('alic'))).toEqual([['o9', { amount: 9 }]])
+    await m2.clear('alice')
+    expect(await ids()).toEqual([])
+    expect(await m2.get('bob', 'o1')).toEqual({ amount: 100 })
+    await tx2.commit()
+    expect(await all(store.transaction().map(orders).entries('alice'))).toEqual([])
+  })
+
+  it('value state scans keys in byte order with a prefix', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    for (const k of ['b2', 'a1', 'b1', 'c1', 'b10']) tx.value(counts).put(k, k.length)
+    await tx.commit()
+    const view = store.transaction().value(counts)
+    expect((await all(view.entries({ prefix: 'b' }))).map(([k]) => k)).toEqual(['b1', 'b10', 'b2'])
+    expect((await all(view.entries({ gte: 'b10', lt: 'c' }))).map(([k]) => k)).toEqual(['b10', 'b2'])
+  })
+
+  it('no two states, and no state and the metadata, ever collide', async () => {
+    const a = valueState<string>('a')
+    const ab = valueState<string>('ab')
+    const mA = mapState<string>('m')
+    const mAB = mapState<string>('mm')
+    const store = await openStore({ path: tempDir(), states: [a, ab, mA, mAB] })
+    const tx = store.transaction()
+    tx.value(a).put('bc', 'a/bc')
+    tx.value(ab).put('c', 'ab/c')
+    tx.map(mA).put('k', 'xy', 'm/k/xy')
+    tx.map(mA).put('kx', 'y', 'm/kx/y')
+    tx.map(mAB).put('k', 'xy', 'mm/k/xy')
+    // A key made of the bytes of the store's own metadata namespace.
+    tx.value(a).put('\u0000p', 'a/meta-like')
+    await tx.commit({ topic: T, partition: 0, offset: 1n })
+    const r = store.transaction()
+    expect(await all(r.value(a).entries())).toEqual([['\u0000p', 'a/meta-like'], ['bc', 'a/bc']])
+    expect(await all(r.value(ab).entries())).toEqual([['c', 'ab/c']])
+    expect(await all(r.map(mA).entries('k'))).toEqual([['xy', 'm/k/xy']])
+    expect(await all(r.map(mA).entries('kx'))).toEqual([['y', 'm/kx/y']])
+    expect(await all(r.map(mAB).entries('k'))).toEqual([['xy', 'mm/k/xy']])
+    expect(store.positions()).toEqual([{ topic: T, partition: 0, offset: 1n }])
+  })
+
+  it('raw and custom codecs round-trip; bytes keys scan as bytes', async () => {
+    const upper = valueState<string>('upper', {
+      codec: customCodec({ name: 'upper', encode: (s: string) => Buffer.from(s.toUpperCase()), decode: (b) => Buffer.from(b).toString().toLowerCase() }),
+    })
+    const store = await openStore({ path: tempDir(), states: [blobs, upper] })
+    const tx = store.transaction()
+    tx.value(blobs).put(Uint8Array.of(0, 255), Uint8Array.of(1, 2, 3))
+    tx.value(blobs).put(Uint8Array.of(0, 1), Uint8Array.of(9))
+    tx.value(upper).put('k', 'hello')
+    await tx.commit()
+    const r = store.transaction()
+    const entries = await all(r.value(blobs).entries())
+    expect(entries.map(([k, v]) => [[...k], [...v]])).toEqual([[[0, 1], [9]], [[0, 255], [1, 2, 3]]])
+    expect(await r.value(upper).get('k')).toBe('hello')
+  })
+
+  it('metadata documents survive reopen', async () => {
+    const path = tempDir()
+    const store = await openStore({ path })
+    await store.setMetadata('owner', { epoch: 3 })
+    await store.close()
+    expect(await (await openStore({ path })).getMetadata('owner')).toEqual({ epoch: 3 })
+  })
+})
+
+describe('bad input leaves the store usable and unchanged', () => {
+  async function seeded(): Promise<PartitionStore> {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    return store
+  }
+
+  async function expectUnchanged(store: PartitionStore): Promise<void> {
+    const tx = store.transaction()
+    expect(await all(tx.value(counts).entries())).toEqual([['a', 1]])
+    expect(store.position(T, 0)).toBe(0n)
+    tx.value(counts).put('b', 2)
+    await tx.commit({ topic: T, partition: 0, offset: 1n })
+  }
+
+  it('unserialisable values: TIDEMARK_ENCODE_FAILED at put, nothing buffered', async () => {
+    const store = await seeded()
+    const tx = store.transaction()
+    const cyclic: Record<string, unknown> = {}
+    cyclic.self = cyclic
+    const view = tx.value(valueState<unknown>('counts'))
+    expect(() => view.put('x', cyclic)).toThrow(expect.objectContaining({ code: 'TIDEMARK_ENCODE_FAILED' }))
+    expect(() => view.put('x', 10n)).toThrow(/BigInt/)
+    expect(() => view.put('x', undefined)).toThrow(expect.objectContaining({ code: 'TIDEMARK_ENCODE_FAILED' }))
+    const badCodec = valueState<number>('bad', { codec: customCodec({ encode: () => 'nope' as unknown as Uint8Array, decode: () => 0 }) })
+    const s2 = await openStore({ path: tempDir(), states: [badCodec] })
+    expect(() => s2.transaction().value(badCodec).put('k', 1)).toThrow(/returned string/)
+    expect(tx.size).toBe(0)
+    tx.abort()
+    await expectUnchanged(store)
+  })
+
+  it('empty and oversize keys: RangeError naming the state; wrong key types: TypeError', async () => {
+    const store = await seeded()
+    const tx = store.transaction()
+    expect(() => tx.value(counts).put('', 1)).toThrow(RangeError)
+    expect(() => tx.value(counts).put('', 1)).toThrow(/key of state counts must not be empty/)
+    expect(() => tx.value(counts).put('k'.repeat(16385), 1)).toThrow(/16385 bytes; the limit is 16384/)
+    expect(() => tx.map(orders).put('k', '', { amount: 1 })).toThrow(/sub-key of state orders must not be empty/)
+    expect(() => tx.value(counts).put(42 as unknown as string, 1)).toThrow(TypeError)
+    await expect(tx.value(counts).get('')).rejects.toThrow(RangeError)
+    tx.value(counts).put('k'.repeat(16384), 1) // the limit itself is fine
+    tx.abort()
+    await expectUnchanged(store)
+  })
+
+  it('unknown states and kind mismatches are refused', async () => {
+    const store = await seeded()
+    const tx = store.transaction()
+    expect(() => tx.value(valueState('nope'))).toThrow(expect.objectContaining({ code: 'TIDEMARK_UNKNOWN_STATE' }))
+    const wrongKind = mapState('counts') as unknown as typeof counts
+    expect(() => tx.value(wrongKind)).toThrow(expect.objectContaining({ code: 'TIDEMARK_STATE_CONFLICT' }))
+    await expect(PartitionStore.open({ path: tempDir(), states: [counts, valueState('counts')] })).rejects.toMatchObject({ code: 'TIDEMARK_STATE_CONFLICT' })
+    await expectUnchanged(store)
+  })
+
+  it('reopening a state with another kind is refused', async () => {
+    const path = tempDir()
+    const store = await openStore({ path })
+    await store.close()
+    await expect(PartitionStore.open({ path, states: [mapState('counts')] })).rejects.toMatchObject({ code: 'TIDEMARK_STATE_CONFLICT' })
+    const again = await openStore({ path })
+    expect(again.positions()).toEqual([])
+  })
+
+  it('undecodable stored bytes: TIDEMARK_DECODE_FAILED naming the state and key', async () => {
+    const store = await seeded()
+    const strict = valueState<number>('counts', { codec: customCodec({ encode: (n: number) => Buffer.from(String(n)), decode: () => { throw new Error('boom') } }) })
+    const path = store.path
+    await store.close()
+    const other = await openStore({ path, states: [strict] })
+    await expect(other.transaction().value(strict).get('a')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED', message: expect.stringContaining('state counts key "a"') })
+  })
+
+  it('a closed store refuses every call with TIDEMARK_STORE_CLOSED', async () => {
+    const store = await seeded()
+    const tx = store.transaction()
+    tx.value(counts).put('z', 1)
+    await store.close()
+    expect(() => store.transaction()).toThrow(expect.objectContaining({ code: 'TIDEMARK_STORE_CLOSED' }))
+    await expect(tx.commit({ topic: T, partition: 0, offset: 5n })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_CLOSED' })
+    expect(() => tx.value(counts)).toThrow(expect.objectContaining({ code: 'TIDEMARK_STORE_CLOSED' }))
+    await store.close() // idempotent
+  })
+
+  it('options are validated at open', async () => {
+    await expect(PartitionStore.open({ path: '' })).rejects.toThrow(/options\.path/)
+    await expect(PartitionStore.open({ path: tempDir(), maxKeyBytes: 70000 })).rejects.toThrow(RangeError)
+    await expect(PartitionStore.open({ path: tempDir(), states: [{} as never] })).rejects.toThrow(TypeError)
+    await expect(PartitionStore.open({ path: tempDir(), cacheSize: 10 })).rejects.toThrow(/options\.cacheSize/)
+    expect(() => valueState('')).toThrow(TypeError)
+    expect(() => valueState('x', { keyType: 'int' as never })).toThrow(/keyType/)
+  })
+})
+
+describe('opening', () => {
+  it('a store open in this process cannot be opened again', async () => {
+    const path = tempDir()
+    await openStore({ path })
+    await expect(PartitionStore.open({ path })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_LOCKED', retriable: true })
+  })
+
+  it('a store open in another process cannot be opened', async () => {
+    const path = tempDir()
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'hold-open.ts'), path], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const exited = new Promise((resolve) => child.on('exit', resolve))
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.once('data', () => resolve())
+      child.once('exit', (code) => reject(new Error(`holder exited with ${code}`)))
+    })
+    try {
+      await expect(PartitionStore.open({ path })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_LOCKED' })
+    } finally {
+      child.stdin.end()
+      await exited
+    }
+    await openStore({ path }) // released once the other process closed it
+  })
+
+  it('a path that is not a directory fails with TIDEMARK_STORE_OPEN_FAILED', async () => {
+    const file = join(tempDir(), 'file')
+    writeFileSync(file, 'not a store')
+    await expect(PartitionStore.open({ path: file })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_OPEN_FAILED' })
+  })
+
+  it('quiesce closes the store for a moment; reads and commits issued meanwhile wait and succeed', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    let inside!: () => void
+    const entered = new Promise<void>((r) => { inside = r })
+    let finish!: () => void
+    const quiesced = store.quiesce(async (path) => {
+      // While quiesced nothing holds the LevelDB lock: another handle can open it.
+      const probe = new ClassicLevel(path)
+      await probe.open()
+      await probe.close()
+      inside()
+      await new Promise<void>((r) => { finish = r })
+      return 'done'
+    })
+    await entered
+    const tx2 = store.transaction()
+    tx2.value(counts).put('b', 2)
+    const commit = tx2.commit({ topic: T, partition: 0, offset: 1n })
+    const read = store.transaction().value(counts).get('a')
+    finish()
+    expect(await quiesced).toBe('done')
+    await commit
+    expect(await read).toBe(1)
+    expect(await store.transaction().value(counts).get('b')).toBe(2)
+  })
+})
