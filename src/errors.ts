@@ -27,6 +27,28 @@ export const ERROR_CODES = {
   TIDEMARK_DFS_UNAVAILABLE: { retriable: true, summary: 'the snapshot store did not answer, failed with a server error or throttled, also after the configured retries' },
   TIDEMARK_DFS_REQUEST_FAILED: { retriable: false, summary: 'the snapshot store rejected the request for another reason (missing bucket, bad request, a key that collides with a directory)' },
   TIDEMARK_DFS_CLOSED: { retriable: false, summary: 'the snapshot store was closed' },
+  // log/
+  TIDEMARK_LOG_CORRUPT: { retriable: false, summary: 'a log record fails its checksum or framing; details.revision names it' },
+  TIDEMARK_LOG_TRUNCATED: { retriable: false, summary: 'a read asked for entries older than the oldest the log still holds' },
+  TIDEMARK_LOG_LOCKED: { retriable: true, summary: 'another process held the file log\'s append lock for longer than lockTimeoutMs' },
+  TIDEMARK_LOG_UNAVAILABLE: { retriable: true, summary: 'the log\'s storage failed or did not answer (a file-system error, a Kafka request that failed after the client\'s retries)' },
+  TIDEMARK_LOG_TRUNCATE_UNSUPPORTED: { retriable: false, summary: 'the Kafka cluster refused to delete records (for example librdkafka\'s mock); the log is unchanged' },
+  TIDEMARK_LOG_CLOSED: { retriable: false, summary: 'the log was closed' },
+  // snapshot/
+  TIDEMARK_SNAPSHOT_IN_PROGRESS: { retriable: true, summary: 'a snapshot of this partition store is already being taken; one runs at a time' },
+  TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED: { retriable: true, summary: 'the local checkpoint (hard links and copies beside the store) could not be made; nothing was uploaded' },
+  TIDEMARK_SNAPSHOT_UPLOAD_FAILED: { retriable: true, summary: 'the snapshot store failed during a snapshot, also after its retries; the previous snapshot stays the latest (cause says why)' },
+  TIDEMARK_SNAPSHOT_FENCED: { retriable: false, summary: 'a snapshot of a newer owner epoch exists, or another writer committed the same sequence: this writer no longer owns the partition' },
+  TIDEMARK_SNAPSHOT_CORRUPT: { retriable: false, summary: 'a snapshot failed verification (details.reason: manifest-unreadable, object-missing, object-truncated, checksum-mismatch, unsafe-entry, ...)' },
+  TIDEMARK_SNAPSHOT_NOT_FOUND: { retriable: false, summary: 'restore found no usable snapshot (none exist, or each failed verification; details.skipped says why) and allowEmpty was not set' },
+  // runtime/
+  TIDEMARK_HANDLER_FAILED: { retriable: false, summary: 'the operator\'s handler threw on an event (details: topic, partition, offset); nothing of its batch was committed' },
+  TIDEMARK_PROCESSOR_CLOSED: { retriable: false, summary: 'the partition processor was closed, or stopped after an error' },
+  TIDEMARK_POINT_NOT_REACHABLE: { retriable: false, summary: 'a point-in-time restore target lies beyond the log\'s tail or before anything a snapshot or the log still holds' },
+  // sync/
+  TIDEMARK_SYNC_NOT_INITIALIZED: { retriable: false, summary: 'the synchronizer has no state yet: neither the log nor a compact point holds an initial state (call initialize())' },
+  TIDEMARK_SYNC_COMPACT_POINT_CORRUPT: { retriable: false, summary: 'no compact point in the snapshot store verifies and the log no longer reaches back far enough to replay without one' },
+  TIDEMARK_SYNC_CLOSED: { retriable: false, summary: 'the synchronizer was closed' },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_CODES

@@ -1,0 +1,124 @@
+export interface S3Credentials {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
+}
+
+export interface S3SnapshotStoreOptions {
+  bucket: string
+  /** Key prefix inside the bucket that holds the store ('' for the whole bucket); a trailing '/' is added. */
+  prefix?: string
+  /** For MinIO, Ceph radosgw and other S3-compatible servers, e.g. 'http://127.0.0.1:9000'. */
+  endpoint?: string
+  /** Falls back to the SDK's chain (AWS_REGION, the shared config file) when absent. */
+  region?: string
+  /** Bucket in the path instead of the host name; most S3-compatible servers need it. */
+  forcePathStyle?: boolean
+  /** Falls back to the standard AWS credential chain (environment, shared files, SSO, instance roles) when absent. */
+  credentials?: S3Credentials
+  /** Attempts per request, the first included. */
+  maxAttempts?: number
+  /** The backoff before retry n is a random point in the upper half of min(retryMaxDelayMs, retryBaseDelayMs * 2^(n-1)). */
+  retryBaseDelayMs?: number
+  retryMaxDelayMs?: number
+  /** Bodies larger than this go up in parts of this size; each part is buffered so a failed part can be sent again. */
+  partSize?: number
+  /** Parts in flight per put; memory use per put is about (uploadConcurrency + 1) * partSize. */
+  uploadConcurrency?: number
+  /** Keys per ListObjectsV2 request (S3 returns at most 1000). */
+  listPageSize?: number
+  connectTimeoutMs?: number
+  /** A request, or a response body being read, that moves no byte for this long fails and is retried. */
+  idleTimeoutMs?: number
+  /** Set to false for servers that accept but ignore If-None-Match (s3rver), so callers do not fence on it. */
+  conditionalPut?: boolean
+}
+
+const MiB = 1024 * 1024
+
+export const S3_DEFAULTS = Object.freeze({
+  prefix: '',
+  forcePathStyle: false,
+  maxAttempts: 5,
+  retryBaseDelayMs: 100,
+  retryMaxDelayMs: 5_000,
+  partSize: 8 * MiB,
+  uploadConcurrency: 4,
+  listPageSize: 1000,
+  connectTimeoutMs: 5_000,
+  idleTimeoutMs: 30_000,
+  conditionalPut: true,
+})
+
+export type ResolvedS3Options = Readonly<Required<Omit<S3SnapshotStoreOptions, 'endpoint' | 'region' | 'credentials'>> & Pick<S3SnapshotStoreOptions, 'endpoint' | 'region' | 'credentials'>>
+
+const KNOWN = new Set(['bucket', 'endpoint', 'region', 'credentials', ...Object.keys(S3_DEFAULTS)])
+
+/** Validates once, at construction; every message names the option and the value. */
+export function resolveS3Options(input: S3SnapshotStoreOptions): ResolvedS3Options {
+  if (typeof input !== 'object' || input === null) throw new TypeError('S3 snapshot store options must be an object')
+  for (const name of Object.keys(input)) {
+    if (!KNOWN.has(name)) throw new RangeError(`unknown S3 snapshot store option '${name}'; known options: ${[...KNOWN].join(', ')}`)
+  }
+  const options = { ...S3_DEFAULTS, ...withoutUndefined(input) }
+
+  const { bucket } = options
+  if (typeof bucket !== 'string') throw new TypeError(`bucket must be a string, got ${typeof bucket}`)
+  // Loose on purpose: old us-east-1 buckets and S3-compatible servers allow upper case and '_'.
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$/.test(bucket)) {
+    throw new RangeError(`bucket ('${bucket}') must be 3 to 255 letters, digits, '.', '-' or '_', starting and ending with a letter or digit`)
+  }
+
+  if (typeof options.prefix !== 'string') throw new TypeError(`prefix must be a string, got ${typeof options.prefix}`)
+  const prefix = options.prefix.replace(/^\/+|\/+$/g, '')
+  if (prefix !== '' && prefix.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) {
+    throw new RangeError(`prefix ('${options.prefix}') must not contain empty, '.' or '..' segments`)
+  }
+
+  if (options.endpoint !== undefined) {
+    if (typeof options.endpoint !== 'string') throw new TypeError(`endpoint must be a URL string, got ${typeof options.endpoint}`)
+    let url
+    try {
+      url = new URL(options.endpoint)
+    } catch {
+      throw new RangeError(`endpoint ('${options.endpoint}') is not a URL`)
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RangeError(`endpoint ('${options.endpoint}') must be an http or https URL`)
+  }
+  if (options.region !== undefined && (typeof options.region !== 'string' || options.region === '')) {
+    throw new TypeError(`region must be a non-empty string, got ${JSON.stringify(options.region)}`)
+  }
+  for (const name of ['forcePathStyle', 'conditionalPut'] as const) {
+    if (typeof options[name] !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${typeof options[name]}`)
+  }
+  if (options.credentials !== undefined) {
+    const { credentials } = options
+    if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be an object with accessKeyId and secretAccessKey')
+    for (const name of ['accessKeyId', 'secretAccessKey'] as const) {
+      if (typeof credentials[name] !== 'string' || credentials[name] === '') throw new TypeError(`credentials.${name} must be a non-empty string`)
+    }
+    if (credentials.sessionToken !== undefined && typeof credentials.sessionToken !== 'string') throw new TypeError('credentials.sessionToken must be a string')
+  }
+
+  integer(options, 'maxAttempts', 1, 100)
+  integer(options, 'retryBaseDelayMs', 0, 60_000)
+  integer(options, 'retryMaxDelayMs', options.retryBaseDelayMs, 600_000)
+  // S3 rejects parts under 5 MiB (except the last) and over 5 GiB.
+  integer(options, 'partSize', 5 * MiB, 5 * 1024 * MiB)
+  integer(options, 'uploadConcurrency', 1, 64)
+  integer(options, 'listPageSize', 1, 1000)
+  integer(options, 'connectTimeoutMs', 1, 600_000)
+  integer(options, 'idleTimeoutMs', 1, 3_600_000)
+
+  return Object.freeze({ ...options, bucket, prefix: prefix === '' ? '' : `${prefix}/` })
+}
+
+function integer(options: Record<string, unknown>, name: string, min: number, max: number): void {
+  const value = options[name]
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
+  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
+}
+
+function withoutUndefined<T extends object>(input: T): Partial<T> {
+  return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined)) as Partial<T>
+}

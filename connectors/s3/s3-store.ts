@@ -1,0 +1,336 @@
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+  type CompletedPart,
+  type GetObjectCommandOutput,
+  type _Error as DeleteError,
+} from '@aws-sdk/client-s3'
+import { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { TidemarkError, isTidemarkError } from '../../src/errors.js'
+import {
+  AbstractSnapshotStore,
+  bodyChunks,
+  type ObjectInfo,
+  type PutResult,
+  type SnapshotStoreCapabilities,
+} from '../../src/dfs/snapshot-store.js'
+import { isRetriableS3Error, toTidemarkError } from './errors.js'
+import { resolveS3Options, type ResolvedS3Options, type S3SnapshotStoreOptions } from './options.js'
+import { backoffMs, withRetry, type RetryPolicy } from './retry.js'
+
+const MAX_PARTS = 10_000
+
+/**
+ * The snapshot store on S3 or an S3-compatible server (MinIO, Ceph radosgw).
+ *
+ * Retries are ours, not the SDK's (it is built with maxAttempts 1): every
+ * request body is a buffered part, so a retry can send it again whatever the
+ * caller's stream was; a download that drops midway resumes from the byte it
+ * reached; and when the attempts run out the caller gets one TidemarkError.
+ */
+export class S3SnapshotStore extends AbstractSnapshotStore {
+  readonly url: string
+  readonly capabilities: SnapshotStoreCapabilities
+  readonly options: ResolvedS3Options
+  /** The SDK client, for operations this interface does not cover (and for fault injection in tests). */
+  readonly client: S3Client
+  readonly #retry: RetryPolicy
+
+  constructor(options: S3SnapshotStoreOptions) {
+    super()
+    this.options = resolveS3Options(options)
+    const { bucket, prefix, endpoint, region, forcePathStyle, credentials } = this.options
+    this.client = new S3Client({
+      ...(endpoint === undefined ? {} : { endpoint }),
+      ...(region === undefined ? {} : { region }),
+      ...(credentials === undefined ? {} : { credentials }),
+      forcePathStyle,
+      maxAttempts: 1,
+      requestHandler: { connectionTimeout: this.options.connectTimeoutMs, socketTimeout: this.options.idleTimeoutMs },
+    })
+    this.#retry = { maxAttempts: this.options.maxAttempts, baseDelayMs: this.options.retryBaseDelayMs, maxDelayMs: this.options.retryMaxDelayMs }
+    this.capabilities = Object.freeze({ conditionalPut: this.options.conditionalPut })
+    const query = new URLSearchParams()
+    if (endpoint !== undefined) query.set('endpoint', endpoint)
+    if (region !== undefined) query.set('region', region)
+    if (forcePathStyle) query.set('forcePathStyle', 'true')
+    const path = prefix === '' ? '' : `/${prefix.slice(0, -1)}`
+    this.url = `s3://${bucket}${path}${query.size > 0 ? `?${query}` : ''}`
+  }
+
+  protected async _put(key: string, body: Readable | Uint8Array, options: { contentLength: number | undefined; ifNoneMatch: boolean }): Promise<PutResult> {
+    const { bucket, partSize } = this.options
+    const { contentLength, ifNoneMatch } = options
+    // S3-compatible servers differ on If-None-Match for CompleteMultipartUpload
+    // (Ceph radosgw 16 ignores it and overwrites), so a create-only put must be one PutObject.
+    const conditionalTooLarge = (): RangeError => new RangeError(
+      `a put with ifNoneMatch of '${key}' is limited to partSize (${partSize}) bytes on S3: it must be a single PutObject request`)
+    if (ifNoneMatch && contentLength !== undefined && contentLength > partSize) throw conditionalTooLarge()
+
+    const parts = splitParts(bodyChunks(key, body, contentLength), partSize)
+    const first = await parts.next()
+    if (first.done === true) throw new Error('unreachable: splitParts yields at least one part')
+    if (first.value.last) {
+      const data = first.value.data
+      const response = await this.#send('put', key, () => this.client.send(new PutObjectCommand({
+        Bucket: bucket,
+        Key: this.#objectKey(key),
+        Body: data,
+        ContentLength: data.byteLength,
+        ...(ifNoneMatch ? { IfNoneMatch: '*' } : {}),
+      })))
+      return { key, size: data.byteLength, etag: unquote(response.ETag) }
+    }
+    if (ifNoneMatch) {
+      await parts.return(undefined) // stops reading the caller's stream
+      throw conditionalTooLarge()
+    }
+    return this.#putMultipart(key, first.value, parts)
+  }
+
+  async #putMultipart(key: string, first: Part, parts: AsyncGenerator<Part>): Promise<PutResult> {
+    const { bucket, partSize, uploadConcurrency } = this.options
+    const Key = this.#objectKey(key)
+    const created = await this.#send('put', key, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key })))
+    const UploadId = created.UploadId
+    if (UploadId === undefined) throw toTidemarkError(new Error('CreateMultipartUpload returned no UploadId'), { op: 'put', key, bucket })
+
+    const completed: CompletedPart[] = []
+    const inFlight = new Set<Promise<void>>()
+    // Part uploads report here instead of rejecting, so that no rejection is
+    // ever left unobserved while the loop waits for the caller's stream.
+    let failure: unknown
+    let size = 0
+    try {
+      let part: Part | undefined = first
+      for (let PartNumber = 1; part !== undefined && failure === undefined; PartNumber++) {
+        if (PartNumber > MAX_PARTS) {
+          throw new RangeError(`'${key}' needs more than ${MAX_PARTS} parts of partSize (${partSize}) bytes; raise partSize`)
+        }
+        const Body = part.data
+        size += Body.byteLength
+        const upload: Promise<void> = this.#send('put', key, () => this.client.send(new UploadPartCommand({
+          Bucket: bucket, Key, UploadId, PartNumber, Body, ContentLength: Body.byteLength,
+        }))).then(
+          (response) => { completed.push({ PartNumber, ETag: response.ETag }) },
+          (err: unknown) => { failure ??= err },
+        ).finally(() => inFlight.delete(upload))
+        inFlight.add(upload)
+        if (inFlight.size >= uploadConcurrency) await Promise.race(inFlight)
+        part = part.last ? undefined : (await parts.next()).value
+      }
+      await Promise.all(inFlight)
+      if (failure !== undefined) throw failure
+      completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0))
+      const response = await this.#send('put', key, () => this.client.send(new CompleteMultipartUploadCommand({
+        Bucket: bucket, Key, UploadId, MultipartUpload: { Parts: completed },
+      })))
+      // Ceph radosgw answers CompleteMultipartUpload with an empty ETag; HEAD has the right one.
+      const etag = unquote(response.ETag) ?? (await this._head(key))?.etag
+      return { key, size, etag }
+    } catch (err) {
+      // Let the parts in flight settle first, or one could land after the abort and be kept.
+      await Promise.all(inFlight)
+      await parts.return(undefined)
+      // Best effort: what an abort misses is removed by the bucket's
+      // AbortIncompleteMultipartUpload lifecycle rule, and the put fails either way.
+      await this.#send('put', key, () => this.client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key, UploadId }))).catch(() => {})
+      throw err
+    }
+  }
+
+  protected async _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable> {
+    let response: GetObjectCommandOutput
+    try {
+      response = await this.#getObject(key, range?.start ?? 0, range?.end, range !== undefined)
+    } catch (err) {
+      if (isTidemarkError(err) && err.details.httpStatus === 416 && range !== undefined) {
+        throw new RangeError(`range.start (${range.start}) is at or past the end of '${key}'`, { cause: err })
+      }
+      throw err
+    }
+    // The object's size bounds a resumed request: from ContentLength, or from 'bytes a-b/size' for a ranged GET.
+    const total = range === undefined ? response.ContentLength : Number(/\/(\d+)$/.exec(response.ContentRange ?? '')?.[1])
+    const last = Math.min(range?.end ?? Infinity, total !== undefined && Number.isFinite(total) ? total - 1 : Infinity)
+    return Readable.from(this.#resumingBody(key, response, range?.start ?? 0, last), { objectMode: false })
+  }
+
+  /**
+   * The object's bytes from `start`; when the connection drops midway, asks
+   * for the rest with a Range request. Objects are immutable by convention,
+   * but the ETag is compared anyway so that a replaced object is never spliced.
+   */
+  async *#resumingBody(key: string, first: GetObjectCommandOutput, start: number, last: number): AsyncGenerator<Uint8Array> {
+    const etag = unquote(first.ETag)
+    let body = toReadable(first.Body)
+    let offset = start
+    let failures = 0
+    try {
+      while (true) {
+        try {
+          for await (const chunk of body as AsyncIterable<Uint8Array>) {
+            offset += chunk.byteLength
+            yield chunk
+          }
+          return
+        } catch (err) {
+          body.destroy()
+          failures++
+          if (!isRetriableS3Error(err) || failures >= this.#retry.maxAttempts) {
+            throw toTidemarkError(err, { op: 'get', key, bucket: this.options.bucket, attempts: failures })
+          }
+          if (offset > last) return // every byte arrived before the connection dropped
+          await sleep(backoffMs(this.#retry, failures))
+          // A retry of the whole get() reads the new object from its start, so this failure is retriable.
+          const replaced = (cause: unknown): TidemarkError => new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED',
+            `S3 get of '${key}' in bucket '${this.options.bucket}' failed: the object was replaced while it was read`,
+            { retriable: true, cause, details: { key, bucket: this.options.bucket, etag } })
+          const next = await this.#getObject(key, offset, last, true).catch((resumeError: unknown) => {
+            // 416: the range is past the end of what is there now, a shorter object.
+            throw isTidemarkError(resumeError) && resumeError.details.httpStatus === 416 ? replaced(resumeError) : resumeError
+          })
+          body = toReadable(next.Body)
+          if (unquote(next.ETag) !== etag) throw replaced(err)
+        }
+      }
+    } finally {
+      body.destroy()
+    }
+  }
+
+  #getObject(key: string, start: number, end: number | undefined, ranged: boolean): Promise<GetObjectCommandOutput> {
+    return this.#send('get', key, () => this.client.send(new GetObjectCommand({
+      Bucket: this.options.bucket,
+      Key: this.#objectKey(key),
+      ...(ranged ? { Range: `bytes=${start}-${end ?? ''}` } : {}),
+    })))
+  }
+
+  protected async _head(key: string): Promise<ObjectInfo | undefined> {
+    try {
+      const response = await this.#send('head', key, () => this.client.send(new HeadObjectCommand({ Bucket: this.options.bucket, Key: this.#objectKey(key) })))
+      return { key, size: response.ContentLength ?? 0, lastModified: response.LastModified ?? new Date(0), etag: unquote(response.ETag) }
+    } catch (err) {
+      // A HEAD response has no body, so a missing bucket looks like a missing key here.
+      if (isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) return undefined
+      throw err
+    }
+  }
+
+  protected async *_list(prefix: string, options: { startAfter: string | undefined; limit: number }): AsyncGenerator<ObjectInfo> {
+    const { bucket, listPageSize, prefix: storePrefix } = this.options
+    let remaining = options.limit
+    let token: string | undefined
+    do {
+      const request = new ListObjectsV2Command({
+        Bucket: bucket,
+        Prefix: storePrefix + prefix,
+        MaxKeys: Math.min(listPageSize, remaining),
+        ...(token !== undefined ? { ContinuationToken: token } : {}),
+        ...(token === undefined && options.startAfter !== undefined ? { StartAfter: storePrefix + options.startAfter } : {}),
+      })
+      const page = await this.#send('list', prefix, () => this.client.send(request))
+      for (const object of page.Contents ?? []) {
+        if (object.Key === undefined) continue
+        yield { key: object.Key.slice(storePrefix.length), size: object.Size ?? 0, lastModified: object.LastModified ?? new Date(0), etag: unquote(object.ETag) }
+        if (--remaining <= 0) return
+      }
+      token = page.IsTruncated === true ? page.NextContinuationToken : undefined
+    } while (token !== undefined)
+  }
+
+  protected async _deleteMany(keys: string[]): Promise<void> {
+    const { bucket } = this.options
+    // DeleteObjects takes at most 1000 keys per request.
+    for (let i = 0; i < keys.length; i += 1000) {
+      let pending = keys.slice(i, i + 1000).map((key) => this.#objectKey(key))
+      await this.#send('deleteMany', keys[i] ?? '', async () => {
+        const response = await this.client.send(new DeleteObjectsCommand({
+          Bucket: bucket, Delete: { Objects: pending.map((Key) => ({ Key })), Quiet: true },
+        }))
+        const errors = (response.Errors ?? []).filter((error) => error.Code !== 'NoSuchKey')
+        if (errors.length === 0) return
+        // Only the keys that failed are sent again.
+        pending = errors.flatMap((error) => (error.Key === undefined ? [] : [error.Key]))
+        throw deleteError(errors[0] as DeleteError)
+      })
+    }
+  }
+
+  protected override async _close(): Promise<void> {
+    this.client.destroy()
+  }
+
+  #objectKey(key: string): string {
+    return this.options.prefix + key
+  }
+
+  #send<T>(op: string, key: string, call: () => Promise<T>): Promise<T> {
+    const bucket = this.options.bucket
+    return withRetry(this.#retry, call, isRetriableS3Error, (err, attempts) => toTidemarkError(err, { op, key, bucket, attempts }))
+  }
+}
+
+interface Part {
+  data: Buffer
+  /** Known to be the last part, so a body of one part can go up as a plain PutObject. */
+  last: boolean
+}
+
+/**
+ * Cuts the body into parts of exactly `partSize` bytes (the last one
+ * shorter). A part is emitted only once more bytes are buffered behind it,
+ * which tells whether it is the last without a second buffer of lookahead.
+ */
+async function* splitParts(chunks: AsyncIterable<Uint8Array>, partSize: number): AsyncGenerator<Part> {
+  let pending: Uint8Array[] = []
+  let pendingBytes = 0
+  for await (const chunk of chunks) {
+    pending.push(chunk)
+    pendingBytes += chunk.byteLength
+    if (pendingBytes <= partSize) continue
+    // One copy per part at most; a large single chunk is sliced, not copied.
+    const joined = pending.length === 1 ? toBuffer(chunk) : Buffer.concat(pending, pendingBytes)
+    let offset = 0
+    while (pendingBytes - offset > partSize) {
+      yield { data: joined.subarray(offset, offset + partSize), last: false }
+      offset += partSize
+    }
+    pending = [joined.subarray(offset)]
+    pendingBytes -= offset
+  }
+  yield { data: Buffer.concat(pending, pendingBytes), last: true }
+}
+
+function toBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+}
+
+function toReadable(body: unknown): Readable {
+  // In Node the SDK's body is the http.IncomingMessage; an empty object may come without one.
+  return body instanceof Readable ? body : Readable.from([])
+}
+
+/** ETags without their quotes: that is how S3-compatible servers compare them in If-Match (Ceph needs it). */
+function unquote(etag: string | undefined): string | undefined {
+  const bare = etag?.replace(/^"|"$/g, '')
+  return bare === '' ? undefined : bare
+}
+
+/** A per-key DeleteObjects failure, shaped like an SDK error so it is classified like one. */
+function deleteError(error: DeleteError): Error {
+  const status = error.Code === 'AccessDenied' ? 403 : error.Code === 'InternalError' || error.Code === 'ServiceUnavailable' ? 500 : undefined
+  return Object.assign(new Error(`${error.Code ?? 'Error'} on '${error.Key ?? ''}': ${error.Message ?? ''}`), {
+    name: error.Code ?? 'Error',
+    $metadata: { httpStatusCode: status },
+  })
+}

@@ -1,0 +1,64 @@
+import { fileURLToPath } from 'node:url'
+// Type-only: erased from the output, so src/ does not load the connector (or the AWS SDK) until an s3:// URL is opened.
+import type { S3SnapshotStoreOptions } from '../../connectors/s3/options.js'
+import { FsSnapshotStore } from './fs-store.js'
+import type { SnapshotStore } from './snapshot-store.js'
+
+export interface OpenSnapshotStoreOptions {
+  /** Options for s3:// URLs beyond those the URL carries; they win over the URL's query parameters. */
+  s3?: Omit<S3SnapshotStoreOptions, 'bucket' | 'prefix'>
+}
+
+const S3_QUERY_PARAMETERS = new Set(['endpoint', 'region', 'forcePathStyle'])
+
+/**
+ * Opens a snapshot store from its URL:
+ * - `file:///var/lib/app/snapshots`: the file-system store;
+ * - `s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1&forcePathStyle=true`:
+ *   the S3 store, with credentials from `options.s3` or the standard AWS chain.
+ */
+export async function openSnapshotStore(url: string, options: OpenSnapshotStoreOptions = {}): Promise<SnapshotStore> {
+  if (typeof url !== 'string') throw new TypeError(`url must be a string, got ${typeof url}`)
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    throw new RangeError(`snapshot store URL '${url}' is not a URL; expected file:///absolute/path or s3://bucket/prefix`)
+  }
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new RangeError('snapshot store URLs must not carry credentials; pass them as options.s3.credentials')
+  }
+  switch (parsed.protocol) {
+    case 'file:':
+      if (parsed.host !== '' && parsed.host !== 'localhost') throw new RangeError(`snapshot store URL '${url}' names a remote host; mount it and use a local path`)
+      if (parsed.search !== '' || parsed.hash !== '') throw new RangeError(`snapshot store URL '${url}' must not have a query or a fragment`)
+      return new FsSnapshotStore({ root: fileURLToPath(parsed) })
+    case 's3:': {
+      const fromQuery: Partial<S3SnapshotStoreOptions> = {}
+      for (const [name, value] of parsed.searchParams) {
+        if (!S3_QUERY_PARAMETERS.has(name)) {
+          throw new RangeError(`snapshot store URL '${url}' has an unknown parameter '${name}'; known: ${[...S3_QUERY_PARAMETERS].join(', ')}`)
+        }
+        if (name === 'forcePathStyle') {
+          if (value !== 'true' && value !== 'false') throw new RangeError(`forcePathStyle in snapshot store URL '${url}' must be true or false, got '${value}'`)
+          fromQuery.forcePathStyle = value === 'true'
+        } else {
+          fromQuery[name as 'endpoint' | 'region'] = value
+        }
+      }
+      // A dynamic import rather than a registry of schemes: it needs no
+      // set-up call from the user, and the connector (with the AWS SDK) is
+      // loaded only by those who open an s3:// URL. The path is the same from
+      // src/dfs/ to connectors/s3/ in the sources and in dist/.
+      const { S3SnapshotStore } = await import('../../connectors/s3/index.js')
+      return new S3SnapshotStore({
+        ...fromQuery,
+        ...options.s3,
+        bucket: decodeURIComponent(parsed.host),
+        prefix: decodeURIComponent(parsed.pathname),
+      })
+    }
+    default:
+      throw new RangeError(`snapshot store URL '${url}' has an unsupported scheme '${parsed.protocol}'; expected file: or s3:`)
+  }
+}
