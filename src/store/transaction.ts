@@ -73,6 +73,8 @@ const bufferId = (b: Buffer): string => b.toString('latin1')
 export class Transaction {
   readonly #host: TransactionHost
   readonly #writes = new Map<string, PendingWrite>()
+  /** Views are made once per state: a handler asks for one per event. */
+  readonly #views = new Map<StateDefinition, ValueView<unknown, never> | MapView<unknown, never, never>>()
   #state: 'open' | 'committing' | 'done' = 'open'
 
   constructor(host: TransactionHost) {
@@ -91,26 +93,32 @@ export class Transaction {
   value<V, K extends string | Uint8Array>(def: ValueState<V, K>): ValueView<V, K> {
     this.#checkOpen()
     this.#host.checkState(def as StateDefinition)
+    const cached = this.#views.get(def as StateDefinition)
+    if (cached !== undefined) return cached as unknown as ValueView<V, K>
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const keyOf = (key: K): Buffer => Buffer.concat([def.prefix, keyBytes(key, `key of state ${def.name}`, this.#host.maxKeyBytes)])
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
-    return {
+    const view: ValueView<V, K> = {
       get: async (key) => this.#get(def, keyOf(key), what(key)),
       put: (key, value) => this.#put(keyOf(key), encodeWith(def.codec, value, what(key))),
       delete: (key) => this.#put(keyOf(key), undefined),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
+    this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
+    return view
   }
 
   map<V, K extends string | Uint8Array, S extends string | Uint8Array>(def: MapState<V, K, S>): MapView<V, K, S> {
     this.#checkOpen()
     this.#host.checkState(def as StateDefinition)
+    const cached = this.#views.get(def as StateDefinition)
+    if (cached !== undefined) return cached as unknown as MapView<V, K, S>
     if (def.kind !== 'map') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${(def as StateDefinition).kind} state; use tx.value()`)
     const max = this.#host.maxKeyBytes
     const baseOf = (key: K): Buffer => mapKeyPrefix(def.prefix, keyBytes(key, `key of state ${def.name}`, max))
     const keyOf = (key: K, sub: S): Buffer => Buffer.concat([baseOf(key), keyBytes(sub, `sub-key of state ${def.name}`, max)])
     const what = (key: K, sub: S) => (): string => `state ${def.name} key ${describeKey(key)} sub-key ${describeKey(sub)}`
-    return {
+    const view: MapView<V, K, S> = {
       get: async (key, sub) => this.#get(def, keyOf(key, sub), what(key, sub)),
       put: (key, sub, value) => this.#put(keyOf(key, sub), encodeWith(def.codec, value, what(key, sub))),
       delete: (key, sub) => this.#put(keyOf(key, sub), undefined),
@@ -121,6 +129,8 @@ export class Transaction {
         for await (const [k] of this.#merged(range)) this.#put(k, undefined)
       },
     }
+    this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
+    return view
   }
 
   /** Writes every change and the new positions in one atomic batch. */
