@@ -8,3 +8,7 @@ export type { FsSnapshotStoreOptions } from './dfs/fs-store.js'
 export { openSnapshotStore } from './dfs/open.js'
 export type { OpenSnapshotStoreOptions } from './dfs/open.js'
 export * from './snapshot/index.js'
+
+export * from './log/index.js'
+export * from './runtime/index.js'
+export * from './sync/index.js'

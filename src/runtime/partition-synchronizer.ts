@@ -1,0 +1,127 @@
+import { TidemarkError } from '../errors.js'
+import { NO_REVISION, type RevisionedLog } from '../log/revisioned-log.js'
+import { decodeWith, type Codec } from '../store/codec.js'
+import type { PartitionStore } from '../store/partition-store.js'
+import type { Transaction } from '../store/transaction.js'
+import type { StateSynchronizer } from '../sync/state-synchronizer.js'
+
+/** Where an event came from; handed to the handler with the event. */
+export interface EventContext {
+  readonly topic: string
+  readonly partition: number
+  /** The event's revision in the source log; the store's position after its batch commits. */
+  readonly offset: bigint
+}
+
+/**
+ * Applies one event to the state. It runs inside the batch's transaction and
+ * must change state only through `tx`: the batch commits all of its events'
+ * effects with the position of its last event, or none of them. It may run
+ * again for the same event after a crash (the batch was not committed), so it
+ * must not have side effects outside `tx`.
+ */
+export type EventHandler<E> = (tx: Transaction, event: E, context: EventContext) => void | Promise<void>
+
+export interface FetchOptions {
+  /** Stop before this revision (exclusive) instead of at the tail as it was when the fetch began. */
+  end?: bigint
+  /** Called after each committed batch. */
+  onBatch?: (batch: { events: number; offset: bigint; bytes: number }) => void
+  /** Stops the fetch after the current batch commits. */
+  signal?: AbortSignal
+}
+
+export interface PartitionSynchronizerOptions<E> {
+  store: PartitionStore
+  log: RevisionedLog
+  topic: string
+  partition: number
+  handler: EventHandler<E>
+  codec: Codec<E>
+  batchSize: number
+}
+
+/**
+ * The StateSynchronizer contract with a partition store as the state: the
+ * store's position is the revision, each source event is an update, and the
+ * operator's handler applies it. fetchUpdates() is both live processing and
+ * replay after a restore; there is no other code path.
+ *
+ * The source log belongs to the producers, so the write half of the contract
+ * (updateState, initialize) has no meaning here; compaction is a snapshot,
+ * which the processor takes.
+ */
+export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<PartitionStore, E>, 'getState' | 'getRevision'> {
+  readonly #o: PartitionSynchronizerOptions<E>
+
+  constructor(options: PartitionSynchronizerOptions<E>) {
+    this.#o = options
+  }
+
+  getState(): PartitionStore {
+    return this.#o.store
+  }
+
+  getRevision(): bigint {
+    return this.#o.store.position(this.#o.topic, this.#o.partition) ?? NO_REVISION
+  }
+
+  /**
+   * Reads every entry after the store's position (up to `end`) and applies
+   * each through the handler, committing every `batchSize` events with the
+   * position of the batch's last event. Resolves with the number applied.
+   *
+   * A handler that throws aborts its batch (nothing of it is committed) and
+   * the fetch rejects with TIDEMARK_HANDLER_FAILED naming the topic,
+   * partition and offset; the next fetch starts again at the batch's first
+   * event.
+   */
+  async fetchUpdates(options: FetchOptions = {}): Promise<number> {
+    const { store, log, topic, partition, handler, codec, batchSize } = this.#o
+    const from = this.getRevision() + 1n
+    let applied = 0
+    let tx = store.transaction()
+    let inBatch = 0
+    let bytes = 0
+    let last = NO_REVISION
+    const commit = async (): Promise<void> => {
+      await tx.commit({ topic, partition, offset: last })
+      applied += inBatch
+      options.onBatch?.({ events: inBatch, offset: last, bytes })
+      tx = store.transaction()
+      inBatch = 0
+      bytes = 0
+    }
+    try {
+      const read = options.end === undefined ? log.read(from) : log.read(from, { end: options.end })
+      for await (const entry of read) {
+        const context: EventContext = { topic, partition, offset: entry.revision }
+        let event: E
+        try {
+          event = decodeWith(codec, entry.data, () => `event ${topic}/${partition}@${entry.revision}`)
+        } catch (err) {
+          throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset: entry.revision } })
+        }
+        try {
+          await handler(tx, event, context)
+        } catch (cause) {
+          throw new TidemarkError(
+            'TIDEMARK_HANDLER_FAILED',
+            `the handler failed on ${topic}/${partition}@${entry.revision}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
+            { cause, details: { topic, partition, offset: entry.revision } },
+          )
+        }
+        last = entry.revision
+        bytes += entry.data.byteLength
+        if (++inBatch >= batchSize) {
+          await commit()
+          if (options.signal?.aborted) return applied
+        }
+      }
+      if (inBatch > 0) await commit()
+      return applied
+    } finally {
+      if (tx.isOpen) tx.abort()
+    }
+  }
+}
