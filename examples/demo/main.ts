@@ -1,84 +1,131 @@
 /**
- * `npm start`: the Tidemark demo on embedded defaults.
+ * `npm start`: the Tidemark demo, on embedded defaults (file log, file-system
+ * snapshots, no services). With `--kafka host:port --s3 s3://bucket?endpoint=…`
+ * the same runs against Kafka and MinIO from docker-compose.yml.
  *
- * A worker process keeps running totals per key in a partition store; the demo
- * kills it with SIGKILL at a random moment, starts a new one that resumes from
- * the committed offset, and checks the final state against a recomputation of
- * the event stream that shares no code with the worker.
+ * A worker process keeps a running total per key over a generated event
+ * stream and snapshots incrementally; the demo kills it with SIGKILL at a
+ * random moment, starts a new owner in a fresh directory (as after a
+ * partition rebalance) that restores the newest snapshot and replays the log,
+ * and checks the final state against a recomputation that shares no code
+ * with the processor.
  */
 import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
-import { PartitionStore, valueState } from '../../src/index.js'
+import { PartitionStore } from '../../src/index.js'
 import { demoEvent } from './events.js'
+import { TOPIC, totals } from './job.js'
+import { openSource, type DemoTarget } from './source.js'
 
-const { values } = parseArgs({ options: { events: { type: 'string', default: '200000' }, keep: { type: 'boolean', default: false } } })
+const { values } = parseArgs({
+  options: {
+    events: { type: 'string', default: '200000' },
+    kafka: { type: 'string' },
+    s3: { type: 'string' },
+    keep: { type: 'boolean', default: false },
+  },
+})
 const total = Number(values.events)
-if (!Number.isSafeInteger(total) || total <= 0) throw new RangeError(`--events must be a positive integer, got ${values.events}`)
+if (!Number.isSafeInteger(total) || total < 10_000) throw new RangeError(`--events must be an integer of at least 10000, got ${values.events}`)
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-demo-'))
-const storePath = join(dir, 'store')
-const worker = join(import.meta.dirname, 'worker.ts')
+const target: DemoTarget = {
+  dir,
+  topic: `tidemark-demo-${randomBytes(4).toString('hex')}`,
+  ...(values.kafka === undefined ? {} : { kafka: values.kafka }),
+  ...(values.s3 === undefined ? {} : { s3: values.s3.includes('?') ? values.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${values.s3}/${randomBytes(4).toString('hex')}` }),
+}
 
-type Progress = { type: 'start'; resumedAt: number } | { type: 'commit'; offset: number } | { type: 'done' }
+type Line = Record<string, unknown> & { type: string }
 
-/** Runs a worker; kills it with SIGKILL once it has committed past killAfter (if given). */
-async function runWorker(killAfter?: number): Promise<{ killed: boolean; resumedAt: number; lastCommitted: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', worker, storePath, String(total)], { stdio: ['ignore', 'pipe', 'inherit'] })
+/** Runs an owner; SIGKILLs it once it has committed past killAfter (if given). */
+async function runOwner(storePath: string, killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'worker.ts'), JSON.stringify(target), storePath], { stdio: ['ignore', 'pipe', 'inherit'] })
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
-  let resumedAt = -1
-  let lastCommitted = -1
-  for await (const line of createInterface({ input: child.stdout })) {
-    const p = JSON.parse(line) as Progress
-    if (p.type === 'start') resumedAt = p.resumedAt
-    if (p.type === 'commit') lastCommitted = p.offset
-    if (killAfter !== undefined && lastCommitted >= killAfter) {
+  const lines: Line[] = []
+  for await (const text of createInterface({ input: child.stdout })) {
+    const line = JSON.parse(text) as Line
+    lines.push(line)
+    if (killAfter !== undefined && line.type === 'commit' && (line.offset as number) >= killAfter) {
       child.kill('SIGKILL')
       break
     }
   }
   const { code, signal } = await exit
-  if (signal !== 'SIGKILL' && code !== 0) throw new Error(`worker exited with code ${code} signal ${signal}`)
-  return { killed: signal === 'SIGKILL', resumedAt, lastCommitted }
+  if (signal !== 'SIGKILL' && code !== 0) throw new Error(`worker exited with code ${code}, signal ${signal}`)
+  return { lines, killed: signal === 'SIGKILL' }
 }
+
+const of = (lines: Line[], type: string): Line[] => lines.filter((l) => l.type === type)
+const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(2)} MB`
 
 try {
   const t0 = performance.now()
-  const killAt = Math.floor(total * (0.2 + Math.random() * 0.6))
-  const first = await runWorker(killAt)
-  console.log(`worker 1: processed from offset 0, killed with SIGKILL after committing offset ${first.lastCommitted}`)
-  const second = await runWorker()
-  console.log(`worker 2: resumed at offset ${second.resumedAt} from the committed position, finished at ${second.lastCommitted}`)
+  console.log(`generating ${total} events into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}`)
+  const log = await openSource(target)
+  for (let i = 0; i < total; i += 5000) {
+    await Promise.all(Array.from({ length: Math.min(5000, total - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(demoEvent(i + j))))))
+  }
+  await log.close()
 
-  // The recomputation: a plain fold of the event stream.
+  const killAt = Math.floor(total * (0.3 + Math.random() * 0.5))
+  const first = await runOwner(join(dir, 'owner-1'), killAt)
+  const lastCommit = of(first.lines, 'commit').at(-1)?.offset as number
+  console.log(`owner 1: processed from offset 0, killed with SIGKILL after committing offset ${lastCommit} (${of(first.lines, 'snapshot').length} snapshots taken)`)
+
+  const second = await runOwner(join(dir, 'owner-2'))
+  const started = of(second.lines, 'started')[0]!
+  const caughtUp = of(second.lines, 'caught-up')[0]!
+  console.log(`owner 2: restored ${started.source === 'snapshot' ? `snapshot ${started.snapshot} at offset ${started.offset}` : String(started.source)} in ${Math.round(started.restoreMs as number)} ms, replayed and processed ${caughtUp.events} events`)
+  for (const reason of started.skipped as string[]) console.log(`  skipped a snapshot: ${reason}`)
+
+  // The recomputation: a plain fold of the event stream, no Tidemark code.
   const expected = new Map<string, number>()
   for (let i = 0; i < total; i++) {
     const { key, amount } = demoEvent(i)
     expected.set(key, (expected.get(key) ?? 0) + amount)
   }
-  const totals = valueState<number>('totals')
-  const store = await PartitionStore.open({ path: storePath, states: [totals] })
+  const store = await PartitionStore.open({ path: join(dir, 'owner-2'), states: [totals] })
   const actual = new Map<string, number>()
   for await (const [key, value] of store.transaction().value(totals).entries()) actual.set(key, value)
-  const position = store.position('demo', 0)
+  const position = store.position(TOPIC, 0)
   await store.close()
 
   let mismatch: string | undefined
-  if (position !== BigInt(total - 1)) mismatch = `stored position ${position}, expected ${total - 1}`
+  if (position === undefined) mismatch = 'the store has no position'
   for (const [key, want] of expected) {
     if (mismatch) break
-    if (actual.get(key) !== want) mismatch = `key ${key}: state has ${actual.get(key)}, recomputation has ${want}`
+    if (actual.get(key) !== want) mismatch = `key ${key}: the state has ${actual.get(key)}, the recomputation ${want}`
   }
-  if (!mismatch && actual.size !== expected.size) mismatch = `state has ${actual.size} keys, recomputation has ${expected.size}`
-  console.log(JSON.stringify({
+  if (!mismatch && actual.size !== expected.size) mismatch = `the state has ${actual.size} keys, the recomputation ${expected.size}`
+
+  const snapshots = [...of(first.lines, 'snapshot'), ...of(second.lines, 'snapshot')]
+  const full = snapshots.filter((s) => s.full)
+  const incremental = snapshots.filter((s) => !s.full)
+  const sum = (xs: Line[]): number => xs.reduce((n, s) => n + (s.bytesUploaded as number), 0)
+  const replayedAfterRestore = lastCommit - ((started.offset as number | null) ?? -1)
+  const summary = {
     events: total,
     keys: expected.size,
-    killedAfterOffset: first.lastCommitted,
-    resumedAt: second.resumedAt,
+    killedAfterOffset: lastCommit,
+    snapshots: snapshots.length,
+    fullSnapshots: full.length,
+    bytesUploadedFull: sum(full),
+    bytesUploadedIncremental: sum(incremental),
+    restoredFrom: started.source,
+    restoreMs: Math.round(started.restoreMs as number),
+    bytesDownloaded: started.bytesDownloaded,
+    eventsReplayed: replayedAfterRestore,
+    eventsProcessedByOwner2: caughtUp.events,
     seconds: Math.round(performance.now() - t0) / 1000,
-  }))
+  }
+  console.log(`snapshots: ${snapshots.length} (${full.length} full: ${mb(summary.bytesUploadedFull)}; ${incremental.length} incremental: ${mb(summary.bytesUploadedIncremental)})`)
+  console.log(`restore: ${summary.restoreMs} ms, ${mb(summary.bytesDownloaded as number)} downloaded; events replayed (processed by owner 1 after the snapshot): ${summary.eventsReplayed}`)
+  console.log(JSON.stringify(summary))
   if (mismatch) {
     console.log(`MISMATCH: ${mismatch}`)
     process.exitCode = 1

@@ -1,29 +1,35 @@
 /**
- * The demo's worker: keeps a running total per key in a partition store,
- * committing each batch together with the offset of its last event, and
- * resumes after the stored offset when restarted. Prints one JSON progress
- * line per commit.
+ * One owner of the demo's partition, in its own process: restores the state
+ * (local store, else the newest snapshot), replays and processes the log to
+ * its end, snapshotting every 20k events. Reports each step as one JSON line.
  */
-import { PartitionStore, valueState } from '../../src/index.js'
-import { demoEvent } from './events.js'
+import { PartitionProcessor } from '../../src/index.js'
+import type { DemoEvent } from './events.js'
+import { addToTotal, JOB, TOPIC, totals } from './job.js'
+import { openSnapshots, openSource, type DemoTarget } from './source.js'
 
-const [path, totalArg, batchArg] = process.argv.slice(2)
-const total = Number(totalArg)
-const batch = Number(batchArg ?? 500)
-const totals = valueState<number>('totals')
-const store = await PartitionStore.open({ path: path!, states: [totals] })
-const resumedAt = Number((store.position('demo', 0) ?? -1n) + 1n)
-process.stdout.write(`${JSON.stringify({ type: 'start', resumedAt })}\n`)
-for (let next = resumedAt; next < total; ) {
-  const tx = store.transaction()
-  const view = tx.value(totals)
-  const end = Math.min(next + batch, total)
-  for (; next < end; next++) {
-    const { key, amount } = demoEvent(next)
-    view.put(key, ((await view.get(key)) ?? 0) + amount)
-  }
-  await tx.commit({ topic: 'demo', partition: 0, offset: BigInt(end - 1) })
-  process.stdout.write(`${JSON.stringify({ type: 'commit', offset: end - 1 })}\n`)
+const [targetJson, storePath] = process.argv.slice(2) as [string, string]
+const target = JSON.parse(targetJson) as DemoTarget
+const say = (msg: Record<string, unknown>): void => {
+  process.stdout.write(`${JSON.stringify(msg, (_k, v) => (typeof v === 'bigint' ? Number(v) : v))}\n`)
 }
-await store.close()
-process.stdout.write(`${JSON.stringify({ type: 'done' })}\n`)
+
+const log = await openSource(target)
+const snapshots = await openSnapshots(target)
+const processor = new PartitionProcessor<DemoEvent>({
+  job: JOB, topic: TOPIC, partition: 0, log, path: storePath, states: [totals], handler: addToTotal,
+  batchSize: 1000,
+  snapshots: { store: snapshots, retain: 3, schedule: { intervalMs: 0, everyEvents: 20_000, everyBytes: 0 } },
+})
+processor.on('commit', ({ offset, events }) => say({ type: 'commit', offset, events }))
+processor.on('snapshot', (s) => say({ type: 'snapshot', id: s.id, full: s.full, bytesUploaded: s.bytesUploaded, bytesTotal: s.bytesTotal, stallMs: s.stallMs, offset: s.positions[0]?.offset }))
+processor.on('snapshot-failed', (e) => say({ type: 'snapshot-failed', message: (e as Error).message }))
+processor.on('progress', (p) => { if (p.final) say({ type: 'progress', ...p }) })
+const started = await processor.start()
+say({ type: 'started', source: started.source, snapshot: started.snapshot, offset: started.offset, bytesDownloaded: started.bytesDownloaded, restoreMs: started.restoreMs, skipped: started.skipped.map((s) => s.message) })
+const replayed = await processor.catchUp()
+say({ type: 'caught-up', events: replayed, offset: processor.offset })
+await processor.close()
+await log.close()
+await snapshots.close()
+say({ type: 'done' })
