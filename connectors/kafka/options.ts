@@ -1,0 +1,65 @@
+import type { KafkaConfig } from 'kafkajs'
+import { describe } from '../../src/log/revisioned-log.js'
+
+export interface KafkaLogOptions {
+  /** Bootstrap brokers, `host:port`. */
+  brokers: string[]
+  /** The topic that holds the log. Created on first use if the cluster allows auto-creation. */
+  topic: string
+  /** The one partition of the topic that is the log. */
+  partition?: number
+  clientId?: string
+  /**
+   * Duplicates of a record (from producer retries) are recognised within this
+   * many offsets after it. Readers that start mid-log read this many records
+   * before their start, and truncate() keeps them.
+   */
+  dedupeWindow?: number
+  /** How long the broker holds a fetch at the tail open waiting for new records. */
+  fetchWaitMs?: number
+  /** A read or a conditional append that sees no progress for this long fails with TIDEMARK_LOG_UNAVAILABLE. */
+  readTimeoutMs?: number
+  /** Records read ahead of the readers are kept up to this many bytes. */
+  cacheBytes?: number
+  /** Passed to kafkajs as is: ssl, sasl, connectionTimeout, requestTimeout, retry, logLevel, logCreator. Logging is off unless set. */
+  kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
+}
+
+export type ResolvedKafkaLogOptions = Readonly<Required<Omit<KafkaLogOptions, 'kafka'>>> & { readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'> }
+
+export const KAFKA_LOG_DEFAULTS = Object.freeze({
+  partition: 0,
+  clientId: 'tidemark',
+  dedupeWindow: 1000,
+  fetchWaitMs: 200,
+  readTimeoutMs: 30_000,
+  cacheBytes: 16 * 1024 * 1024,
+})
+
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
+
+export function validateKafkaLogOptions(options: KafkaLogOptions): ResolvedKafkaLogOptions {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as KafkaLogOptions
+  const merged = { ...KAFKA_LOG_DEFAULTS, kafka: {}, ...defined }
+  const { brokers, topic } = merged
+  if (!Array.isArray(brokers) || brokers.length === 0 || !brokers.every((b) => typeof b === 'string' && /^[^\s:]+:\d+$/.test(b))) {
+    throw new TypeError(`brokers must be a non-empty array of 'host:port' strings, got ${JSON.stringify(brokers)}`)
+  }
+  if (typeof topic !== 'string' || !TOPIC.test(topic) || topic === '.' || topic === '..') {
+    throw new TypeError(`topic must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${describe(topic)}`)
+  }
+  if (typeof merged.clientId !== 'string' || merged.clientId === '') throw new TypeError(`clientId must be a non-empty string, got ${describe(merged.clientId)}`)
+  integer(merged.partition, 'partition', 0, 2 ** 31 - 1)
+  integer(merged.dedupeWindow, 'dedupeWindow', 1, 10_000_000)
+  integer(merged.fetchWaitMs, 'fetchWaitMs', 1, 60_000)
+  integer(merged.readTimeoutMs, 'readTimeoutMs', 1, 2 ** 31 - 1)
+  integer(merged.cacheBytes, 'cacheBytes', 1024, 2 ** 40)
+  if (typeof merged.kafka !== 'object' || merged.kafka === null) throw new TypeError(`kafka must be an object of kafkajs options, got ${describe(merged.kafka)}`)
+  return Object.freeze({ ...merged, brokers: Object.freeze([...brokers]) as string[], kafka: Object.freeze({ ...merged.kafka }) })
+}
+
+function integer(value: unknown, name: string, min: number, max: number): void {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
+}

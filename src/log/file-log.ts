@@ -1,0 +1,434 @@
+import { link, mkdir, open, readdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
+import { isAbsolute, join, resolve } from 'node:path'
+import { TidemarkError } from '../errors.js'
+import { LockFile } from './lock-file.js'
+import { AbstractRevisionedLog, describe, type LogEntry } from './revisioned-log.js'
+import {
+  RECORD_HEADER_BYTES,
+  SEGMENT_HEADER_BYTES,
+  encodeRecord,
+  encodeSegmentHeader,
+  scanSegment,
+  segmentHeaderProblem,
+  zeroFrom,
+  type ScanStep,
+} from './record.js'
+
+export interface FileLogOptions {
+  /** A segment that reached this size is closed and appends go to a new one. Truncation drops whole segments. */
+  segmentBytes?: number
+  /** Flush every append to the disk (fdatasync) before acknowledging it. Turning it off survives process crashes, not power loss. */
+  sync?: boolean
+  /** How long an append waits for another process's append lock before failing with TIDEMARK_LOG_LOCKED. */
+  lockTimeoutMs?: number
+  /** Larger entries are refused with a RangeError; a stored length above it is reported as corruption. */
+  maxRecordBytes?: number
+}
+
+export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.freeze({
+  segmentBytes: 64 * 1024 * 1024,
+  sync: true,
+  lockTimeoutMs: 10_000,
+  maxRecordBytes: 64 * 1024 * 1024,
+})
+
+const SEGMENT_NAME = /^(\d{20})\.seg$/
+const LOCK_NAME = 'append.lock'
+/** Every INDEX_STRIDE-th record's byte position is remembered, so a read seeks near its start. */
+const INDEX_STRIDE = 64
+
+interface Segment {
+  base: bigint
+  path: string
+  /** positions[i] is where the record base + i * INDEX_STRIDE starts. */
+  positions: number[]
+  /** The scanned prefix ends here, before the record `knownRevision`. */
+  knownPos: number
+  knownRevision: bigint
+}
+
+/**
+ * Opens (creating it if needed) the file log in `dir`. A torn record at the
+ * end of the log, left by a process that died while appending, is cut here.
+ */
+export async function openFileLog(dir: string, options: FileLogOptions = {}): Promise<FileLog> {
+  const log = new FileLog(dir, options)
+  await log.recover()
+  return log
+}
+
+/**
+ * The embedded revisioned log: segment files in one directory, written by any
+ * number of processes and read by any number.
+ *
+ * Revisions are consecutive from 0. Appends from all processes serialize on an
+ * append lock file (see lock-file.ts); under it the appender first catches up
+ * with what other processes appended, which is what makes the conditional
+ * check against the tail exact. Readers take no lock: they read up to the last
+ * complete record, so an append in progress is simply not there yet.
+ */
+export class FileLog extends AbstractRevisionedLog {
+  readonly dir: string
+  readonly location: string
+  readonly options: Readonly<Required<FileLogOptions>>
+  #segments: Segment[] = []
+  #writer: { segment: Segment; file: FileHandle } | undefined
+  readonly #lock: LockFile
+  /** Appends of this process queue here before competing for the lock file with other processes. */
+  #queue: Promise<unknown> = Promise.resolve()
+
+  constructor(dir: string, options: FileLogOptions = {}) {
+    super()
+    if (typeof dir !== 'string' || dir === '') throw new TypeError(`dir must be a non-empty path string, got ${describe(dir)}`)
+    if (!isAbsolute(dir)) throw new RangeError(`dir ('${dir}') must be an absolute path`)
+    this.dir = resolve(dir)
+    this.location = this.dir
+    this.options = validateOptions(options)
+    this.#lock = new LockFile(join(this.dir, LOCK_NAME))
+  }
+
+  /** Creates the directory and the first segment if needed, and cuts a torn tail. */
+  async recover(): Promise<void> {
+    await this.#io('open', () => mkdir(this.dir, { recursive: true }))
+    await this.#locked(async () => {})
+  }
+
+  protected async _oldest(): Promise<bigint> {
+    await this.#refresh()
+    const first = this.#segments[0]
+    return first === undefined ? 0n : first.base
+  }
+
+  protected async _tail(): Promise<bigint> {
+    await this.#refresh()
+    return this.#tailSegment()?.knownRevision ?? 0n
+  }
+
+  protected async *_read(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry> {
+    await this.#refresh()
+    const tail = this.#tailSegment()?.knownRevision ?? 0n
+    const stop = end === undefined || end > tail ? tail : end
+    const oldest = this.#segments[0]?.base ?? tail
+    if (from < oldest) throw truncated(this.dir, from, oldest)
+    if (from > tail) throw new RangeError(`from (${from}) is past the tail (${tail}) of the log at ${this.dir}`)
+    let revision = from
+    let index = this.#segmentIndex(revision)
+    while (revision < stop) {
+      this.assertOpen()
+      const segment = this.#segments[index]
+      if (segment === undefined) break
+      const file = await this.#openSegment(segment, from, oldest)
+      try {
+        const start = this.#seek(segment, revision)
+        let at = start.revision
+        const last = index === this.#segments.length - 1
+        for await (const step of scanSegment(file, start.pos, at, this.options.maxRecordBytes)) {
+          if (at >= stop) break
+          if (step.kind !== 'record') {
+            // A sealed segment ends cleanly at its last record; the last one
+            // may end in an append in progress, which is not there yet.
+            if (!last || step.kind === 'corrupt') this.#checkStop(segment, step, at, last)
+            break
+          }
+          this.#learn(segment, step)
+          if (step.revision >= revision) {
+            this.assertOpen()
+            yield { revision: step.revision, data: Buffer.from(step.payload) }
+            revision = step.revision + 1n
+          }
+          at = step.revision + 1n
+        }
+      } finally {
+        await file.close()
+      }
+      index += 1
+      const next = this.#segments[index]
+      if (next !== undefined && revision < stop && next.base !== revision) {
+        throw corrupt(this.dir, revision, `segment ${segment.path} ends before revision ${revision} but the next segment starts at ${next.base}`)
+      }
+    }
+  }
+
+  protected _append(data: Uint8Array): Promise<bigint> {
+    return this.#appendRecord(data, undefined) as Promise<bigint>
+  }
+
+  protected _appendConditionally(data: Uint8Array, expected: bigint): Promise<bigint | undefined> {
+    return this.#appendRecord(data, expected)
+  }
+
+  protected async _truncate(before: bigint): Promise<void> {
+    await this.#locked(async () => {
+      const tail = this.#tailSegment()?.knownRevision ?? 0n
+      if (before > tail) throw new RangeError(`before (${before}) is past the tail (${tail}) of the log at ${this.dir}`)
+      // Oldest first, so that a crash in between leaves a log that still
+      // starts at a segment boundary; the last segment always stays, since it
+      // is where appends go and where the tail is read from.
+      while (this.#segments.length > 1 && this.#segments[1]!.base <= before) {
+        const segment = this.#segments.shift()!
+        await this.#io('truncate', () => unlink(segment.path).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT') throw err
+        }))
+      }
+    })
+  }
+
+  protected async _close(): Promise<void> {
+    // Appends already queued finish (or fail) before the files close.
+    await this.#queue.catch(() => {})
+    await this.#writer?.file.close()
+    this.#writer = undefined
+    await this.#lock.dispose()
+  }
+
+  #appendRecord(data: Uint8Array, expected: bigint | undefined): Promise<bigint | undefined> {
+    if (data.byteLength > this.options.maxRecordBytes) {
+      throw new RangeError(`data is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
+    }
+    return this.#locked(async () => {
+      const segment = this.#tailSegment()!
+      const revision = segment.knownRevision
+      if (expected !== undefined && revision - 1n !== expected) return undefined
+      const writer = segment.knownPos >= this.options.segmentBytes ? await this.#roll(revision) : await this.#writerFor(segment)
+      const record = encodeRecord(revision, data)
+      const pos = writer.segment.knownPos
+      await this.#io('append', async () => {
+        await writer.file.write(record, 0, record.length, pos)
+        if (this.options.sync) await writer.file.datasync()
+      })
+      this.#learn(writer.segment, { revision, pos, end: pos + record.length })
+      return revision
+    })
+  }
+
+  /**
+   * Runs `work` holding the append lock, after catching up with the appends
+   * of other processes and cutting a torn tail: nobody else can be writing
+   * now, so an incomplete last record is a dead writer's.
+   */
+  #locked<T>(work: () => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      this.assertOpen()
+      await this.#io('lock', () => this.#lock.acquire(this.options.lockTimeoutMs, `the file log at ${this.dir}`))
+      try {
+        await this.#refresh()
+        if (this.#segments.length === 0) await this.#createSegment(0n)
+        await this.#repairTail()
+        return await work()
+      } finally {
+        await this.#io('unlock', () => this.#lock.release())
+      }
+    }
+    const result = this.#queue.then(run, run)
+    this.#queue = result.catch(() => {})
+    return result
+  }
+
+  /** Lists the segments and scans what was appended to the last one since the last look. */
+  async #refresh(): Promise<void> {
+    const names = await this.#io('list', () => readdir(this.dir))
+    const bases = names.flatMap((name) => {
+      const m = SEGMENT_NAME.exec(name)
+      return m ? [BigInt(m[1]!)] : []
+    }).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    const known = new Map(this.#segments.map((s) => [s.base, s]))
+    this.#segments = bases.map((base) => known.get(base) ?? {
+      base,
+      path: join(this.dir, `${base.toString().padStart(20, '0')}.seg`),
+      positions: [SEGMENT_HEADER_BYTES],
+      knownPos: SEGMENT_HEADER_BYTES,
+      knownRevision: base,
+    })
+    if (this.#writer !== undefined && this.#writer.segment !== this.#tailSegment()) {
+      await this.#writer.file.close()
+      this.#writer = undefined
+    }
+    const tail = this.#tailSegment()
+    if (tail === undefined) return
+    // The appender's own handle saves an open and a header check per append.
+    const own = this.#writer?.file
+    const file = own ?? (await this.#openSegment(tail, undefined, undefined))
+    try {
+      for await (const step of scanSegment(file, tail.knownPos, tail.knownRevision, this.options.maxRecordBytes)) {
+        if (step.kind === 'record') this.#learn(tail, step)
+        else if (step.kind === 'corrupt') throw corrupt(this.dir, tail.knownRevision, `the record at byte ${step.pos} of ${tail.path}: ${step.problem}`, tail.path, step.pos)
+      }
+    } finally {
+      if (own === undefined) await file.close()
+    }
+  }
+
+  /** Under the lock: cut an incomplete or zero-filled last record. */
+  async #repairTail(): Promise<void> {
+    const tail = this.#tailSegment()!
+    const writer = await this.#writerFor(tail)
+    const { size } = await this.#io('stat', () => writer.file.stat())
+    if (size === tail.knownPos) return
+    if (size > tail.knownPos + RECORD_HEADER_BYTES) {
+      // More than a header follows the last good record: it is a torn write
+      // only if the record there runs past the end or was never written.
+      for await (const step of scanSegment(writer.file, tail.knownPos, tail.knownRevision, this.options.maxRecordBytes)) {
+        if (step.kind === 'zero' && !(await zeroFrom(writer.file, step.pos))) {
+          throw corrupt(this.dir, tail.knownRevision, `zeros at byte ${step.pos} of ${tail.path} are followed by data`, tail.path, step.pos)
+        }
+        break
+      }
+    }
+    await this.#io('repair', async () => {
+      await writer.file.truncate(tail.knownPos)
+      await writer.file.datasync()
+    })
+  }
+
+  async #writerFor(segment: Segment): Promise<{ segment: Segment; file: FileHandle }> {
+    if (this.#writer?.segment === segment) return this.#writer
+    await this.#writer?.file.close()
+    this.#writer = undefined
+    const file = await this.#io('open', () => open(segment.path, 'r+'))
+    this.#writer = { segment, file }
+    return this.#writer
+  }
+
+  async #roll(base: bigint): Promise<{ segment: Segment; file: FileHandle }> {
+    await this.#createSegment(base)
+    return this.#writerFor(this.#tailSegment()!)
+  }
+
+  /**
+   * A new segment appears complete or not at all: its header is written and
+   * flushed under a private name first and then linked into place (link, not
+   * rename, fails instead of replacing a segment that somehow exists).
+   */
+  async #createSegment(base: bigint): Promise<void> {
+    const name = `${base.toString().padStart(20, '0')}.seg`
+    const temp = join(this.dir, `${name}.${process.pid}.tmp`)
+    await this.#io('create segment', async () => {
+      await writeFile(temp, encodeSegmentHeader(base), { flush: this.options.sync })
+      try {
+        await link(temp, join(this.dir, name))
+      } finally {
+        await unlink(temp)
+      }
+      if (this.options.sync) await fsyncDir(this.dir)
+    })
+    await this.#refresh()
+  }
+
+  async #openSegment(segment: Segment, from: bigint | undefined, oldest: bigint | undefined): Promise<FileHandle> {
+    let file: FileHandle
+    try {
+      file = await open(segment.path, 'r')
+    } catch (err) {
+      // Truncated by another process between our listing and this open.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && from !== undefined) {
+        throw truncated(this.dir, from, oldest ?? segment.base + 1n, err)
+      }
+      throw ioError(err, 'open', segment.path)
+    }
+    const header = Buffer.alloc(SEGMENT_HEADER_BYTES)
+    const { bytesRead } = await file.read(header, 0, SEGMENT_HEADER_BYTES, 0)
+    const problem = segmentHeaderProblem(header.subarray(0, bytesRead), segment.base)
+    if (problem !== undefined) {
+      await file.close()
+      throw corrupt(this.dir, segment.base, `segment ${segment.path}: ${problem}`, segment.path, 0)
+    }
+    return file
+  }
+
+  /** The indexed record nearest before `revision`; the read scans forward from there. */
+  #seek(segment: Segment, revision: bigint): { pos: number; revision: bigint } {
+    const slot = Math.min(Number((revision - segment.base) / BigInt(INDEX_STRIDE)), segment.positions.length - 1)
+    return { pos: segment.positions[slot]!, revision: segment.base + BigInt(slot * INDEX_STRIDE) }
+  }
+
+  #learn(segment: Segment, record: { revision: bigint; pos: number; end: number }): void {
+    const offset = record.revision - segment.base
+    if (offset % BigInt(INDEX_STRIDE) === 0n && Number(offset / BigInt(INDEX_STRIDE)) === segment.positions.length) {
+      segment.positions.push(record.pos)
+    }
+    if (record.revision >= segment.knownRevision) {
+      segment.knownRevision = record.revision + 1n
+      segment.knownPos = record.end
+    }
+  }
+
+  #checkStop(segment: Segment, step: Exclude<ScanStep, { kind: 'record' }>, revision: bigint, last: boolean): void {
+    if (step.kind === 'corrupt') {
+      throw corrupt(this.dir, revision, `the record at byte ${step.pos} of ${segment.path}: ${step.problem}`, segment.path, step.pos)
+    }
+    if (!last && step.kind !== 'end') {
+      throw corrupt(this.dir, revision, `segment ${segment.path} ends in a torn record at byte ${step.pos}, but later segments exist`, segment.path, step.pos)
+    }
+  }
+
+  #segmentIndex(revision: bigint): number {
+    let index = 0
+    for (let i = 0; i < this.#segments.length; i++) if (this.#segments[i]!.base <= revision) index = i
+    return index
+  }
+
+  #tailSegment(): Segment | undefined {
+    return this.#segments[this.#segments.length - 1]
+  }
+
+  async #io<T>(op: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work()
+    } catch (err) {
+      if (err instanceof TidemarkError || err instanceof TypeError || err instanceof RangeError) throw err
+      throw ioError(err, op, this.dir)
+    }
+  }
+}
+
+function validateOptions(options: FileLogOptions): Readonly<Required<FileLogOptions>> {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  const merged = { ...FILE_LOG_DEFAULTS, ...withoutUndefined(options) }
+  integer(merged.segmentBytes, 'segmentBytes', 4096, 2 ** 40)
+  integer(merged.lockTimeoutMs, 'lockTimeoutMs', 0, 2 ** 31)
+  integer(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
+  if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describe(merged.sync)}`)
+  return Object.freeze(merged)
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>
+}
+
+function integer(value: unknown, name: string, min: number, max: number): void {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r')
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
+function corrupt(dir: string, revision: bigint, problem: string, path?: string, position?: number): TidemarkError {
+  return new TidemarkError('TIDEMARK_LOG_CORRUPT', `the file log at ${dir} is corrupt at revision ${revision}: ${problem}`, {
+    details: { revision, path, position },
+  })
+}
+
+function truncated(dir: string, from: bigint, oldest: bigint, cause?: unknown): TidemarkError {
+  return new TidemarkError('TIDEMARK_LOG_TRUNCATED', `revision ${from} was truncated from the log at ${dir}; it now starts at ${oldest}`, {
+    cause,
+    details: { from, oldest },
+  })
+}
+
+const PERMANENT_ERRNOS = new Set(['EACCES', 'EPERM', 'ENOTDIR', 'EISDIR', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
+
+function ioError(err: unknown, op: string, where: string): TidemarkError {
+  const code = (err as NodeJS.ErrnoException)?.code
+  return new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `${op} failed on the file log at ${where}: ${(err as Error)?.message ?? err}`, {
+    cause: err,
+    retriable: code === undefined || !PERMANENT_ERRNOS.has(code),
+    details: { op, path: where, errno: code },
+  })
+}

@@ -1,0 +1,147 @@
+import { crc32 } from 'node:zlib'
+import type { FileHandle } from 'node:fs/promises'
+
+/*
+ * On-disk format of the file log.
+ *
+ * A segment file starts with a 16-byte header: the magic `TMLOG\0\0\x01`
+ * (format version 1 in the last byte) and the segment's base revision (u64 LE).
+ * Records follow back to back:
+ *
+ *   0  u32  payload length
+ *   4  u64  revision
+ *   12 u32  CRC-32 of the payload
+ *   16 u32  CRC-32 of bytes 0..16
+ *   20      payload
+ *
+ * The header has its own checksum so that a flipped bit in the length is
+ * reported as corruption instead of looking like a record that runs past the
+ * end of the file, which recovery would cut as a torn write. The revision is
+ * stored so that a misplaced or missing record is caught too.
+ */
+
+export const SEGMENT_MAGIC = Buffer.from([0x54, 0x4d, 0x4c, 0x4f, 0x47, 0x00, 0x00, 0x01])
+export const SEGMENT_HEADER_BYTES = 16
+export const RECORD_HEADER_BYTES = 20
+
+export function encodeSegmentHeader(base: bigint): Buffer {
+  const header = Buffer.alloc(SEGMENT_HEADER_BYTES)
+  SEGMENT_MAGIC.copy(header, 0)
+  header.writeBigUInt64LE(base, 8)
+  return header
+}
+
+/** Why a segment header is not the one expected, or undefined when it is. */
+export function segmentHeaderProblem(header: Buffer, base: bigint): string | undefined {
+  if (header.length < SEGMENT_HEADER_BYTES) return `its header is ${header.length} bytes long, not ${SEGMENT_HEADER_BYTES}`
+  if (!header.subarray(0, 8).equals(SEGMENT_MAGIC)) return 'it does not start with the file log magic (another file, or another format version)'
+  const stored = header.readBigUInt64LE(8)
+  if (stored !== base) return `its header names base revision ${stored}, its file name ${base}`
+  return undefined
+}
+
+export function encodeRecord(revision: bigint, payload: Uint8Array): Buffer {
+  const record = Buffer.allocUnsafe(RECORD_HEADER_BYTES + payload.byteLength)
+  record.writeUInt32LE(payload.byteLength, 0)
+  record.writeBigUInt64LE(revision, 4)
+  record.writeUInt32LE(crc32(payload), 12)
+  record.writeUInt32LE(crc32(record.subarray(0, 16)), 16)
+  record.set(payload, RECORD_HEADER_BYTES)
+  return record
+}
+
+/** One step of a scan: a record, or why the scan stopped at `pos`. */
+export type ScanStep =
+  | { kind: 'record'; revision: bigint; pos: number; end: number; payload: Buffer }
+  /** The file ends at `pos` exactly: a clean end. */
+  | { kind: 'end'; pos: number }
+  /** The file ends inside the record at `pos`: a write in progress, or a torn one. */
+  | { kind: 'incomplete'; pos: number }
+  /** The record header at `pos` is all zeros: space that a crash extended but never wrote. */
+  | { kind: 'zero'; pos: number }
+  | { kind: 'corrupt'; pos: number; problem: string }
+
+const CHUNK_BYTES = 256 * 1024
+
+/**
+ * Reads the records of one segment from byte `pos`, where the record with
+ * `revision` must start, up to the end of the file as it is now. Stops at the
+ * first thing that is not a valid record and says what it found; the caller
+ * decides whether that is a torn tail or corruption, which depends on where
+ * it is and on who holds the append lock.
+ */
+export async function* scanSegment(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep> {
+  let buf = Buffer.alloc(0)
+  let bufPos = pos
+  let eof = false
+  for (;;) {
+    const at = pos - bufPos
+    const available = buf.length - at
+    const length = available >= RECORD_HEADER_BYTES ? buf.readUInt32LE(at) : -1
+    const needed = length < 0 || length > maxRecordBytes ? RECORD_HEADER_BYTES : RECORD_HEADER_BYTES + length
+    if (available < needed && !eof) {
+      const want = Math.max(CHUNK_BYTES, needed)
+      const next = Buffer.allocUnsafe(available + want)
+      buf.copy(next, 0, at)
+      const { bytesRead } = await file.read(next, available, want, pos + available)
+      if (bytesRead < want) eof = true
+      buf = next.subarray(0, available + bytesRead)
+      bufPos = pos
+      continue
+    }
+    if (available === 0) {
+      yield { kind: 'end', pos }
+      return
+    }
+    if (available < RECORD_HEADER_BYTES) {
+      yield { kind: 'incomplete', pos }
+      return
+    }
+    const header = buf.subarray(at, at + RECORD_HEADER_BYTES)
+    if (isZero(header)) {
+      yield { kind: 'zero', pos }
+      return
+    }
+    if (crc32(header.subarray(0, 16)) !== header.readUInt32LE(16)) {
+      yield { kind: 'corrupt', pos, problem: 'its header fails its checksum' }
+      return
+    }
+    const stored = header.readBigUInt64LE(4)
+    if (stored !== revision) {
+      yield { kind: 'corrupt', pos, problem: `it names revision ${stored} where ${revision} belongs` }
+      return
+    }
+    if (length > maxRecordBytes) {
+      yield { kind: 'corrupt', pos, problem: `its length ${length} exceeds maxRecordBytes (${maxRecordBytes})` }
+      return
+    }
+    if (available < needed) {
+      yield { kind: 'incomplete', pos }
+      return
+    }
+    const payload = buf.subarray(at + RECORD_HEADER_BYTES, at + needed)
+    if (crc32(payload) !== header.readUInt32LE(12)) {
+      yield { kind: 'corrupt', pos, problem: 'its payload fails its checksum' }
+      return
+    }
+    yield { kind: 'record', revision, pos, end: pos + needed, payload }
+    pos += needed
+    revision += 1n
+  }
+}
+
+/** Whether every byte of the file from `pos` to its end is zero. */
+export async function zeroFrom(file: FileHandle, pos: number): Promise<boolean> {
+  const buf = Buffer.allocUnsafe(CHUNK_BYTES)
+  for (;;) {
+    const { bytesRead } = await file.read(buf, 0, buf.length, pos)
+    if (bytesRead === 0) return true
+    if (!isZero(buf.subarray(0, bytesRead))) return false
+    pos += bytesRead
+  }
+}
+
+function isZero(bytes: Buffer): boolean {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== 0) return false
+  return true
+}
