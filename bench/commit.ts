@@ -46,7 +46,7 @@ async function viaRaw(path: string, events: string[], batch: number): Promise<nu
     const end = Math.min(start + batch, events.length)
     for (let i = start; i < end; i++) {
       const key = events[i]!
-      const text = pending.get(key) ?? (await db.get(key))
+      const text = pending.get(key) ?? db.getSync(key)
       const prev = text === undefined ? undefined : (JSON.parse(text) as Counter)
       pending.set(key, JSON.stringify({ n: (prev?.n ?? 0) + 1, pad: PAD }))
     }

@@ -8,7 +8,7 @@ import type { MapState, StateDefinition, ValueState } from './state.js'
 export interface TransactionHost {
   readonly maxKeyBytes: number
   checkState(def: StateDefinition): void
-  read(key: Buffer): Promise<Buffer | undefined>
+  read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined>
   scan(range: ByteRange): AsyncIterable<[Buffer, Buffer]>
   commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void>
 }
@@ -17,6 +17,8 @@ export interface PendingWrite {
   readonly key: Buffer
   /** undefined deletes the key. */
   readonly value: Buffer | undefined
+  /** The value as put, returned to reads when it is a primitive (an object could be changed by the caller after the put). */
+  readonly decoded?: unknown
 }
 
 export interface ByteRange {
@@ -100,7 +102,7 @@ export class Transaction {
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
     const view: ValueView<V, K> = {
       get: async (key) => this.#get(def, keyOf(key), what(key)),
-      put: (key, value) => this.#put(keyOf(key), encodeWith(def.codec, value, what(key))),
+      put: (key, value) => this.#put(keyOf(key), encodeWith(def.codec, value, what(key)), value),
       delete: (key) => this.#put(keyOf(key), undefined),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
@@ -120,7 +122,7 @@ export class Transaction {
     const what = (key: K, sub: S) => (): string => `state ${def.name} key ${describeKey(key)} sub-key ${describeKey(sub)}`
     const view: MapView<V, K, S> = {
       get: async (key, sub) => this.#get(def, keyOf(key, sub), what(key, sub)),
-      put: (key, sub, value) => this.#put(keyOf(key, sub), encodeWith(def.codec, value, what(key, sub))),
+      put: (key, sub, value) => this.#put(keyOf(key, sub), encodeWith(def.codec, value, what(key, sub)), value),
       delete: (key, sub) => this.#put(keyOf(key, sub), undefined),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
@@ -158,13 +160,15 @@ export class Transaction {
 
   async #get<V>(def: { codec: Codec<V> }, key: Buffer, what: () => string): Promise<V | undefined> {
     const pending = this.#writes.get(bufferId(key))
-    const bytes = pending !== undefined ? pending.value : await this.#host.read(key)
+    if (pending !== undefined && def.codec.name === 'json' && jsonExact(pending.decoded)) return pending.decoded as V
+    let bytes = pending !== undefined ? pending.value : this.#host.read(key)
+    if (bytes instanceof Promise) bytes = await bytes
     return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what)
   }
 
-  #put(key: Buffer, value: Buffer | undefined): void {
+  #put(key: Buffer, value: Buffer | undefined, decoded?: unknown): void {
     this.#checkOpen()
-    this.#writes.set(bufferId(key), { key, value })
+    this.#writes.set(bufferId(key), { key, value, decoded })
   }
 
   async *#entries<V, K>(
@@ -231,6 +235,11 @@ export class Transaction {
       throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', this.#state === 'done' ? 'transaction already committed or aborted' : 'transaction is committing')
     }
   }
+}
+
+/** A value that JSON turns back into itself, so a read of a pending write can skip the decode. */
+function jsonExact(v: unknown): boolean {
+  return typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v) && !Object.is(v, -0))
 }
 
 /** The smallest key greater than b: b followed by a zero byte. */

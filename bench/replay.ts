@@ -1,0 +1,72 @@
+/**
+ * Replay speed: events replayed through the partition processor (decode,
+ * handler, commit of state + position per batch) onto a store restored from
+ * a snapshot, against a plain read of the same log entries in the same run.
+ */
+import { join } from 'node:path'
+import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState, type EventHandler } from '../src/index.js'
+import { benchDir, emit, intFlags, round } from './_util.js'
+
+interface Sale { key: string; amount: number }
+const totals = valueState<number>('totals')
+const addSale: EventHandler<Sale> = async (tx, sale) => {
+  const view = tx.value(totals)
+  view.put(sale.key, ((await view.get(sale.key)) ?? 0) + sale.amount)
+}
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { events: 1_000_000, prefix: 100_000, keys: 10_000, batch: 1000 })
+  const dir = benchDir('replay')
+  try {
+    const log = await openFileLog(join(dir.path, 'log'), { sync: false })
+    const all = opts.prefix + opts.events
+    for (let i = 0; i < all; i += 10_000) {
+      const n = Math.min(10_000, all - i)
+      await Promise.all(Array.from({ length: n }, (_, j) => {
+        const k = i + j
+        return log.append(Buffer.from(JSON.stringify({ key: `user-${(Math.imul(k, 2654435761) >>> 0) % opts.keys}`, amount: k % 100 })))
+      }))
+    }
+    const snapshots = new FsSnapshotStore({ root: join(dir.path, 'snapshots') })
+    const make = (name: string): PartitionProcessor<Sale> => new PartitionProcessor<Sale>({
+      job: 'bench', topic: 'sales', partition: 0, log, path: join(dir.path, name), states: [totals], handler: addSale,
+      batchSize: opts.batch, snapshots: { store: snapshots, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
+    })
+    // A first owner processes the prefix and snapshots it.
+    const first = make('first')
+    await first.start()
+    await first.catchUp({ end: BigInt(opts.prefix) })
+    await first.snapshot()
+    await first.close()
+
+    // Plain read of the entries the replay will apply.
+    let t0 = performance.now()
+    let bytes = 0
+    for await (const entry of log.read(BigInt(opts.prefix))) bytes += entry.data.byteLength
+    const rawSeconds = (performance.now() - t0) / 1000
+
+    // A new owner restores the snapshot and replays the rest.
+    const second = make('second')
+    const started = await second.start()
+    if (started.source !== 'snapshot') throw new Error(`expected a restore from the snapshot, got ${started.source}`)
+    t0 = performance.now()
+    const replayed = await second.catchUp()
+    const replaySeconds = (performance.now() - t0) / 1000
+    await second.close()
+    await log.close()
+    if (replayed !== opts.events) throw new Error(`replayed ${replayed} events, expected ${opts.events}`)
+    emit({
+      bench: 'replay',
+      events: replayed,
+      keys: opts.keys,
+      batch: opts.batch,
+      eventsPerSec: Math.round(replayed / replaySeconds),
+      rawReadPerSec: Math.round(opts.events / rawSeconds),
+      ratio: round(rawSeconds / replaySeconds),
+      logMB: round(bytes / 1024 / 1024, 1),
+      peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
+    })
+  } finally {
+    dir.cleanup()
+  }
+}
