@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util'
 import { PartitionStore } from '../../src/index.js'
 import { demoEvent } from './events.js'
 import { TOPIC, totals } from './job.js'
-import { openSource, type DemoTarget } from './source.js'
+import { ensureBucket, openSource, type DemoTarget } from './source.js'
 
 const { values } = parseArgs({
   options: {
@@ -36,6 +36,7 @@ const dir = mkdtempSync(join(tmpdir(), 'tidemark-demo-'))
 const target: DemoTarget = {
   dir,
   topic: `tidemark-demo-${randomBytes(4).toString('hex')}`,
+  snapshotEvery: Math.max(2000, Math.floor(total / 10)),
   ...(values.kafka === undefined ? {} : { kafka: values.kafka }),
   ...(values.s3 === undefined ? {} : { s3: values.s3.includes('?') ? values.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${values.s3}/${randomBytes(4).toString('hex')}` }),
 }
@@ -50,7 +51,8 @@ async function runOwner(storePath: string, killAfter?: number): Promise<{ lines:
   for await (const text of createInterface({ input: child.stdout })) {
     const line = JSON.parse(text) as Line
     lines.push(line)
-    if (killAfter !== undefined && line.type === 'commit' && (line.offset as number) >= killAfter) {
+    // The kill waits for a first snapshot, so that the next owner has one to restore.
+    if (killAfter !== undefined && line.type === 'commit' && (line.offset as number) >= killAfter && lines.some((l) => l.type === 'snapshot')) {
       child.kill('SIGKILL')
       break
     }
@@ -66,6 +68,7 @@ const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(2)} MB`
 try {
   const t0 = performance.now()
   console.log(`generating ${total} events into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}`)
+  await ensureBucket(target)
   const log = await openSource(target)
   for (let i = 0; i < total; i += 5000) {
     await Promise.all(Array.from({ length: Math.min(5000, total - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(demoEvent(i + j))))))

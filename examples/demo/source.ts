@@ -13,6 +13,8 @@ export interface DemoTarget {
   kafka?: string
   /** Kafka topic of this run. */
   topic: string
+  /** Events between two snapshots. */
+  snapshotEvery: number
   /** A snapshot store URL; `file://<dir>/snapshots` when absent. */
   s3?: string
 }
@@ -25,4 +27,20 @@ export async function openSource(t: DemoTarget): Promise<RevisionedLog> {
 
 export async function openSnapshots(t: DemoTarget): Promise<SnapshotStore> {
   return openSnapshotStore(t.s3 ?? `file://${join(t.dir, 'snapshots')}`)
+}
+
+/** A fresh MinIO has no buckets: create the demo's (credentials come from the standard AWS chain). */
+export async function ensureBucket(t: DemoTarget): Promise<void> {
+  if (t.s3 === undefined) return
+  const { S3SnapshotStore } = await import('../../connectors/s3/index.js')
+  const { CreateBucketCommand } = await import('@aws-sdk/client-s3')
+  const store = await openSnapshots(t)
+  try {
+    if (!(store instanceof S3SnapshotStore)) return
+    await store.client.send(new CreateBucketCommand({ Bucket: store.options.bucket })).catch((err: { name?: string }) => {
+      if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err
+    })
+  } finally {
+    await store.close()
+  }
 }

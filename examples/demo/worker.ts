@@ -1,7 +1,7 @@
 /**
  * One owner of the demo's partition, in its own process: restores the state
  * (local store, else the newest snapshot), replays and processes the log to
- * its end, snapshotting every 20k events. Reports each step as one JSON line.
+ * its end, snapshotting every `snapshotEvery` events. Reports each step as one JSON line.
  */
 import { PartitionProcessor } from '../../src/index.js'
 import type { DemoEvent } from './events.js'
@@ -19,7 +19,7 @@ const snapshots = await openSnapshots(target)
 const processor = new PartitionProcessor<DemoEvent>({
   job: JOB, topic: TOPIC, partition: 0, log, path: storePath, states: [totals], handler: addToTotal,
   batchSize: 1000,
-  snapshots: { store: snapshots, retain: 3, schedule: { intervalMs: 0, everyEvents: 20_000, everyBytes: 0 } },
+  snapshots: { store: snapshots, retain: 3, schedule: { intervalMs: 0, everyEvents: target.snapshotEvery, everyBytes: 0 } },
 })
 processor.on('commit', ({ offset, events }) => say({ type: 'commit', offset, events }))
 processor.on('snapshot', (s) => say({ type: 'snapshot', id: s.id, full: s.full, bytesUploaded: s.bytesUploaded, bytesTotal: s.bytesTotal, stallMs: s.stallMs, offset: s.positions[0]?.offset }))
