@@ -1,0 +1,78 @@
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { PartitionStore } from '../store/partition-store.js'
+
+const MiB = 1024 * 1024
+
+export const SNAPSHOT_DEFAULTS = Object.freeze({
+  epoch: 0,
+  retain: 3,
+  graceMs: 60 * 60 * 1000,
+  gcAfterSnapshot: true,
+  maxObjectBytes: 256 * MiB,
+  uploadConcurrency: 1,
+  maxAmplification: 2,
+  maxChainLength: 16,
+})
+
+export const RESTORE_DEFAULTS = Object.freeze({
+  downloadConcurrency: 6,
+  rangeBytes: 32 * MiB,
+  useLocal: true,
+  allowEmpty: false,
+  fsync: true,
+  progressIntervalMs: 250,
+})
+
+export const SCHEDULER_DEFAULTS = Object.freeze({
+  intervalMs: 5 * 60 * 1000,
+  everyEvents: 0,
+  everyBytes: 256 * MiB,
+  retryDelayMs: 10_000,
+})
+
+export function checkObject(value: unknown, what: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${value === null ? 'null' : typeof value}`)
+  return value as Record<string, unknown>
+}
+
+export function checkKnown(options: Record<string, unknown>, known: readonly string[], what: string): void {
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) throw new RangeError(`unknown ${what} option '${name}'; known options: ${known.join(', ')}`)
+  }
+}
+
+export function checkInt(value: unknown, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${value}`)
+  return value
+}
+
+export function checkNumber(value: unknown, name: string, min: number): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
+  if (!Number.isFinite(value) || value < min) throw new RangeError(`${name} must be a number of at least ${min}, got ${value}`)
+  return value
+}
+
+export function checkBoolean(value: unknown, name: string): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${typeof value}`)
+  return value
+}
+
+export function checkFunction<F>(value: unknown, name: string): F | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${typeof value}`)
+  return value as F
+}
+
+export function checkSnapshotStore(value: unknown, name: string): SnapshotStore {
+  const store = value as SnapshotStore | null
+  if (store === null || typeof store !== 'object' || typeof store.put !== 'function' || typeof store.get !== 'function' || typeof store.list !== 'function') {
+    throw new TypeError(`${name} must be a SnapshotStore (openSnapshotStore(url), FsSnapshotStore, S3SnapshotStore)`)
+  }
+  return store
+}
+
+export function checkPartitionStore(value: unknown, name: string): PartitionStore {
+  if (!(value instanceof PartitionStore)) throw new TypeError(`${name} must be an open PartitionStore`)
+  return value
+}

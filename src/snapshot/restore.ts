@@ -1,0 +1,411 @@
+import { randomBytes } from 'node:crypto'
+import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
+import { isTidemarkError, TidemarkError } from '../errors.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { PartitionStore } from '../store/partition-store.js'
+import type { Position } from '../store/position.js'
+import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
+import { listManifests, readManifest } from './catalog.js'
+import { SnapshotLayout } from './layout.js'
+import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
+import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
+import { checkBoolean, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS } from './options.js'
+import { mapLimit } from './util.js'
+
+export interface RestoreOptions {
+  snapshotStore: SnapshotStore
+  job: string
+  partition: string | number
+  /** The partition store directory to fill. It must be absent, empty, or hold a partition store (which is used or replaced). */
+  target: string
+  /** Restore exactly this snapshot id: no fallback to older ones, the local store is not considered. */
+  snapshot?: string
+  /** Use the local store at `target` when it is intact and at or after the snapshot. Default true. */
+  useLocal?: boolean
+  /** When no snapshot is usable (and no local store), create an empty directory instead of failing. Default false. */
+  allowEmpty?: boolean
+  /** Byte ranges downloaded at once. Default 6. */
+  downloadConcurrency?: number
+  /** Largest byte range one request reads (consecutive files are read in one range up to this size). Default 32 MiB. */
+  rangeBytes?: number
+  /** fsync every restored file before it is moved into place. Default true. */
+  fsync?: boolean
+  /** Minimum time between two onProgress calls (the last one always comes). Default 250 ms. */
+  progressIntervalMs?: number
+  onProgress?: (progress: RestoreProgress) => void
+  onEvent?: (event: RestoreEvent) => void
+}
+
+export interface RestoreProgress {
+  snapshot: string
+  bytesDownloaded: number
+  bytesTotal: number
+  filesDone: number
+  filesTotal: number
+}
+
+export interface SkippedSnapshot {
+  id: string
+  key: string
+  reason: CorruptReason
+  message: string
+}
+
+export type RestoreEvent =
+  | { type: 'snapshot-skipped'; skipped: SkippedSnapshot }
+  | { type: 'snapshot-selected'; id: string; key: string; bytesTotal: number; files: number }
+  | { type: 'local-store-used'; positions: Position[]; reason: string }
+  | { type: 'local-store-replaced'; reason: string }
+
+export interface SnapshotSummary {
+  id: string
+  key: string
+  epoch: number
+  sequence: number
+  createdAt: string
+  positions: Position[]
+}
+
+export interface RestoreResult {
+  /** Where the state came from: a downloaded snapshot, the local store that was already there, or nothing (allowEmpty). */
+  source: 'snapshot' | 'local' | 'empty'
+  target: string
+  /** The restored snapshot; with source 'local', the newest snapshot the local store was compared with, if any. */
+  snapshot?: SnapshotSummary
+  /** The store's source positions: replay starts after them. */
+  positions: Position[]
+  bytesDownloaded: number
+  bytesTotal: number
+  files: number
+  durationMs: number
+  /** Newer snapshots that could not be used, newest first, and why. */
+  skipped: SkippedSnapshot[]
+}
+
+const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', ...Object.keys(RESTORE_DEFAULTS)]
+
+type LocalState =
+  | { state: 'absent'; exists: boolean }
+  | { state: 'intact'; positions: Position[] }
+  | { state: 'damaged'; reason: string }
+
+/**
+ * Restores a partition store into `target` from the newest snapshot that
+ * verifies, ordered by (epoch, sequence). A snapshot whose manifest does not
+ * parse, whose objects are missing or short, or whose files fail their
+ * SHA-256 or the archive checks is skipped for the next older one; each skip
+ * is reported (onEvent and result.skipped). Files are downloaded as parallel
+ * ranged reads into a temporary directory beside the target, which is renamed
+ * into place when everything verified, so the target never holds a partial
+ * store. When the local store at `target` is intact and at or after a
+ * snapshot's positions, it is used as it is and nothing is downloaded.
+ *
+ * Errors of the snapshot store itself (unavailable, access denied) fail the
+ * restore instead of skipping snapshots: they say nothing about a snapshot.
+ */
+export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreResult> {
+  const started = performance.now()
+  const o = checkObject(options, 'restore options')
+  checkKnown(o, KNOWN, 'restore')
+  const store = checkSnapshotStore(o.snapshotStore, 'snapshotStore')
+  const layout = new SnapshotLayout(o.job, o.partition)
+  if (typeof o.target !== 'string' || o.target === '') throw new TypeError('target must be a non-empty path string')
+  const target = resolve(o.target)
+  const wanted = o.snapshot === undefined ? undefined : (() => {
+    if (typeof o.snapshot !== 'string' || !/^\d{10}-\d{12}$/.test(o.snapshot)) throw new RangeError(`snapshot must be a snapshot id like 0000000001-000000000042, got ${JSON.stringify(o.snapshot)}`)
+    return o.snapshot
+  })()
+  const d = RESTORE_DEFAULTS
+  const settings = {
+    useLocal: checkBoolean(o.useLocal ?? d.useLocal, 'useLocal') && wanted === undefined,
+    allowEmpty: checkBoolean(o.allowEmpty ?? d.allowEmpty, 'allowEmpty'),
+    downloadConcurrency: checkInt(o.downloadConcurrency ?? d.downloadConcurrency, 'downloadConcurrency', 1, 64),
+    rangeBytes: checkInt(o.rangeBytes ?? d.rangeBytes, 'rangeBytes', 64 * 1024),
+    fsync: checkBoolean(o.fsync ?? d.fsync, 'fsync'),
+    progressIntervalMs: checkInt(o.progressIntervalMs ?? d.progressIntervalMs, 'progressIntervalMs', 0),
+    onProgress: checkFunction<(p: RestoreProgress) => void>(o.onProgress, 'onProgress'),
+    onEvent: checkFunction<(e: RestoreEvent) => void>(o.onEvent, 'onEvent'),
+  }
+  const emit = (event: RestoreEvent): void => {
+    try {
+      settings.onEvent?.(event)
+    } catch {
+      // a listener's bug must not fail the restore
+    }
+  }
+
+  const local = await inspectLocal(target, settings.useLocal)
+  const skipped: SkippedSnapshot[] = []
+  const done = (result: Omit<RestoreResult, 'durationMs' | 'skipped' | 'target'>): RestoreResult => ({ ...result, target, skipped, durationMs: performance.now() - started })
+  const useLocal = (reason: string, newest: SnapshotManifest | undefined): RestoreResult => {
+    const positions = (local as { positions: Position[] }).positions
+    emit({ type: 'local-store-used', positions, reason })
+    return done({ source: 'local', ...(newest === undefined ? {} : { snapshot: summary(layout, newest) }), positions, bytesDownloaded: 0, bytesTotal: 0, files: 0 })
+  }
+
+  let refs = await listManifests(store, layout)
+  if (wanted !== undefined) {
+    refs = refs.filter((r) => r.id === wanted)
+    if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `snapshot ${wanted} of ${layout.prefix} does not exist in ${store.url}`, { details: { snapshot: wanted, skipped } })
+  }
+  let newestReadable: SnapshotManifest | undefined
+  for (const ref of refs) {
+    let manifest: SnapshotManifest
+    try {
+      manifest = await readManifest(store, layout, ref)
+    } catch (err) {
+      if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
+      skip(ref, err)
+      continue
+    }
+    newestReadable ??= manifest
+    if (local.state === 'intact' && positionsAtOrAfter(local.positions, manifest.positions)) {
+      return useLocal(`the local store is at or after snapshot ${manifest.id}`, newestReadable)
+    }
+    try {
+      const restored = await download(store, layout, manifest, target, local, settings, emit)
+      return done({ source: 'snapshot', snapshot: summary(layout, manifest), ...restored })
+    } catch (err) {
+      if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
+      skip(ref, err)
+      if (wanted !== undefined) throw err
+    }
+  }
+  if (local.state === 'intact') return useLocal(refs.length === 0 ? 'there are no snapshots' : 'no snapshot could be restored', newestReadable)
+  if (settings.allowEmpty && wanted === undefined) {
+    if (local.state === 'damaged') {
+      emit({ type: 'local-store-replaced', reason: local.reason })
+      await replaceWithEmpty(target)
+    }
+    await mkdir(target, { recursive: true })
+    return done({ source: 'empty', positions: [], bytesDownloaded: 0, bytesTotal: 0, files: 0 })
+  }
+  const why = refs.length === 0
+    ? `there are no snapshots of ${layout.prefix} in ${store.url}`
+    : `none of the ${refs.length} snapshots of ${layout.prefix} could be restored (${skipped.map((s) => `${s.id}: ${s.reason}`).join('; ')})`
+  throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `${why}; pass allowEmpty to start from an empty state`, { details: { skipped, job: layout.job, partition: layout.partition } })
+
+  function skip(ref: { id: string; key: string }, err: unknown): void {
+    const entry: SkippedSnapshot = { id: ref.id, key: ref.key, reason: ((err as TidemarkError).details.reason as CorruptReason | undefined) ?? 'manifest-unreadable', message: (err as Error).message }
+    skipped.push(entry)
+    emit({ type: 'snapshot-skipped', skipped: entry })
+  }
+}
+
+function summary(layout: SnapshotLayout, m: SnapshotManifest): SnapshotSummary {
+  return { id: m.id, key: layout.manifestKey(m.epoch, m.sequence), epoch: m.epoch, sequence: m.sequence, createdAt: m.createdAt, positions: [...m.positions] }
+}
+
+interface Run {
+  object: string
+  /** Byte of the first entry's tar header. */
+  start: number
+  /** Exclusive end: after the last entry's padding. */
+  end: number
+  entries: ExpectedEntry[]
+}
+
+/** Consecutive entries of one object become one ranged read, up to rangeBytes. */
+function planRuns(manifest: SnapshotManifest, rangeBytes: number): Run[] {
+  const runs: Run[] = []
+  const files = [...manifest.files].sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : a.offset - b.offset))
+  let run: Run | undefined
+  for (const f of files) {
+    const start = f.offset - TAR_BLOCK
+    const end = f.offset + paddedSize(f.size)
+    if (run !== undefined && run.object === f.object && run.end === start && end - run.start <= rangeBytes) {
+      run.end = end
+      run.entries.push(f)
+    } else {
+      run = { object: f.object, start, end, entries: [f] }
+      runs.push(run)
+    }
+  }
+  // Largest first, so that the last request to finish is a short one.
+  return runs.sort((a, b) => (b.end - b.start) - (a.end - a.start))
+}
+
+type Settings = {
+  downloadConcurrency: number
+  rangeBytes: number
+  fsync: boolean
+  progressIntervalMs: number
+  onProgress: ((p: RestoreProgress) => void) | undefined
+}
+
+async function download(
+  store: SnapshotStore,
+  layout: SnapshotLayout,
+  manifest: SnapshotManifest,
+  target: string,
+  local: LocalState,
+  settings: Settings,
+  emit: (event: RestoreEvent) => void,
+): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number }> {
+  const runs = planRuns(manifest, settings.rangeBytes)
+  const bytesTotal = runs.reduce((sum, r) => sum + (r.end - r.start), 0)
+  emit({ type: 'snapshot-selected', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
+
+  // Missing and short objects are found with a HEAD each, before any download.
+  const needed = new Map<string, number>()
+  for (const r of runs) needed.set(r.object, Math.max(needed.get(r.object) ?? 0, r.end))
+  const objects = [...needed.keys()]
+  const infos = await mapLimit(objects, 8, (key) => store.head(layout.dataKey(key)))
+  objects.forEach((key, i) => {
+    const info = infos[i]
+    const full = layout.dataKey(key)
+    if (info === undefined) throw corrupt('object-missing', `snapshot ${manifest.id}: data object ${full} does not exist`, { object: full, snapshot: manifest.id })
+    if (info.size < needed.get(key)!) throw corrupt('object-truncated', `snapshot ${manifest.id}: data object ${full} has ${info.size} bytes, its files need ${needed.get(key)!}`, { object: full, snapshot: manifest.id })
+  })
+
+  await mkdir(dirname(target), { recursive: true })
+  const temp = await mkdtemp(join(dirname(target), `.${basename(target)}.restore-`))
+  let bytesDownloaded = 0
+  let filesDone = 0
+  let lastReport = 0
+  const report = (force: boolean): void => {
+    if (settings.onProgress === undefined) return
+    const now = performance.now()
+    if (!force && now - lastReport < settings.progressIntervalMs) return
+    lastReport = now
+    try {
+      settings.onProgress({ snapshot: manifest.id, bytesDownloaded, bytesTotal, filesDone, filesTotal: manifest.files.length })
+    } catch {
+      // a listener's bug must not fail the restore
+    }
+  }
+  try {
+    await mapLimit(runs, settings.downloadConcurrency, async (run) => {
+      const key = layout.dataKey(run.object)
+      try {
+        const body = await store.get(key, { range: { start: run.start, end: run.end - 1 } })
+        await extractRun(body, run.start, run.entries, temp, {
+          object: key,
+          fsync: settings.fsync,
+          onBytes: (n) => {
+            bytesDownloaded += n
+            report(false)
+          },
+        })
+      } catch (err) {
+        if (isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) throw corrupt('object-missing', `snapshot ${manifest.id}: data object ${key} does not exist`, { object: key, snapshot: manifest.id }, err)
+        if (err instanceof RangeError) throw corrupt('object-truncated', `snapshot ${manifest.id}: data object ${key} is shorter than its manifest says: ${err.message}`, { object: key, snapshot: manifest.id }, err)
+        if (isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) {
+          throw new TidemarkError('TIDEMARK_SNAPSHOT_CORRUPT', `snapshot ${manifest.id}: ${err.message}`, { cause: err.cause, details: { ...err.details, snapshot: manifest.id } })
+        }
+        throw err
+      }
+      filesDone += run.entries.length
+    })
+    report(true)
+
+    const positions = await checkRestoredStore(temp, manifest)
+    if (settings.fsync) await fsyncDir(temp)
+    await install(temp, target, local, emit)
+    return { positions, bytesDownloaded, bytesTotal, files: manifest.files.length }
+  } catch (err) {
+    await rm(temp, { recursive: true, force: true })
+    throw err
+  }
+}
+
+/** The downloaded files must open as a LevelDB store at the manifest's positions. */
+async function checkRestoredStore(dir: string, manifest: SnapshotManifest): Promise<Position[]> {
+  const invalid = (message: string, cause?: unknown): TidemarkError => corrupt('store-invalid', `snapshot ${manifest.id}: ${message}`, { snapshot: manifest.id }, cause)
+  let current: string
+  try {
+    current = manifestFromCurrent(await readFile(join(dir, 'CURRENT'), 'utf8'))
+  } catch (err) {
+    throw invalid((err as Error).message, err)
+  }
+  if (!manifest.files.some((f) => f.name === current)) throw invalid(`CURRENT names ${current}, which the snapshot does not hold`)
+  let store: PartitionStore
+  try {
+    store = await PartitionStore.open({ path: dir })
+  } catch (err) {
+    throw invalid(`the restored files do not open as a store: ${(err as Error).message}`, err)
+  }
+  const positions = store.positions()
+  await store.close()
+  const same = positions.length === manifest.positions.length && positionsAtOrAfter(positions, manifest.positions) && positionsAtOrAfter(manifest.positions, positions)
+  if (!same) throw invalid('the restored store\'s positions differ from the manifest\'s')
+  return positions
+}
+
+/** Renames the verified directory into place; an old store at the target is moved aside first and deleted after. */
+async function install(temp: string, target: string, local: LocalState, emit: (event: RestoreEvent) => void): Promise<void> {
+  if (local.state === 'intact' || local.state === 'damaged') {
+    emit({ type: 'local-store-replaced', reason: local.state === 'damaged' ? local.reason : 'the local store is behind the snapshot' })
+    const aside = `${target}.replaced-${randomBytes(4).toString('hex')}`
+    await rename(target, aside)
+    await rename(temp, target)
+    await rm(aside, { recursive: true, force: true })
+  } else {
+    if (local.exists) await rmdir(target) // empty: checked by inspectLocal
+    await rename(temp, target)
+  }
+  await fsyncDir(dirname(target))
+}
+
+async function replaceWithEmpty(target: string): Promise<void> {
+  const aside = `${target}.replaced-${randomBytes(4).toString('hex')}`
+  await rename(target, aside)
+  await rm(aside, { recursive: true, force: true })
+}
+
+/**
+ * What is at the target: nothing (or an empty directory), an intact store
+ * (its positions), or a damaged one. A directory with other files is refused
+ * rather than replaced: it is not ours to delete.
+ */
+async function inspectLocal(target: string, useLocal: boolean): Promise<LocalState> {
+  let names: string[]
+  try {
+    names = await readdir(target)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return { state: 'absent', exists: false }
+    if (code === 'ENOTDIR') throw new RangeError(`target ${target} exists and is not a directory`)
+    throw err
+  }
+  if (names.length === 0) return { state: 'absent', exists: true }
+  const levelNames = names.filter((n) => fileKind(n) !== undefined || n === 'LOCK' || n === 'LOG' || n === 'LOG.old')
+  if (levelNames.length === 0) throw new RangeError(`target ${target} is not empty and holds no partition store; restore will not replace it`)
+  const damaged = (reason: string): LocalState => ({ state: 'damaged', reason })
+  if (!useLocal) return damaged('the local store is not considered (useLocal: false or a specific snapshot was asked for)')
+  if (!names.includes('CURRENT')) return damaged('the local store has no CURRENT file')
+  try {
+    const live = parseLevelDbManifest(await readFile(join(target, manifestFromCurrent(await readFile(join(target, 'CURRENT'), 'utf8')))))
+    const tables = new Map(names.filter((n) => fileKind(n) === 'table').map((n) => [fileNumber(n), n]))
+    for (const [n, size] of live.tables) {
+      const name = tables.get(n) ?? tableFileName(n)
+      const info = await stat(join(target, name)).catch(() => undefined)
+      if (info === undefined) return damaged(`the local store lacks its table file ${name}`)
+      if (info.size !== size) return damaged(`the local store's table file ${name} is ${info.size} bytes, its MANIFEST says ${size}`)
+    }
+  } catch (err) {
+    return damaged(`the local store's MANIFEST cannot be read: ${(err as Error).message}`)
+  }
+  try {
+    const store = await PartitionStore.open({ path: target })
+    const positions = store.positions()
+    await store.close()
+    return { state: 'intact', positions }
+  } catch (err) {
+    if (isTidemarkError(err, 'TIDEMARK_STORE_LOCKED')) throw err
+    return damaged(`the local store does not open: ${(err as Error).message}`)
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r')
+  try {
+    await handle.sync()
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code !== 'EINVAL' && code !== 'ENOTSUP') throw err
+  } finally {
+    await handle.close()
+  }
+}

@@ -1,0 +1,138 @@
+import { isTidemarkError } from '../errors.js'
+import { checkFunction, checkInt, checkKnown, checkObject, SCHEDULER_DEFAULTS } from './options.js'
+import type { Snapshotter, SnapshotResult } from './snapshotter.js'
+
+export interface SnapshotSchedulerOptions {
+  /** Take a snapshot when this long has passed since the last one started and something was committed since. 0 turns time off. Default 5 minutes. */
+  intervalMs?: number
+  /** ... when this many events were committed since the last snapshot. 0 turns it off. Default 0. */
+  everyEvents?: number
+  /** ... when this many bytes were committed since the last snapshot. 0 turns it off. Default 256 MiB. */
+  everyBytes?: number
+  /** After a failed snapshot, wait this long before the next attempt. Default 10 s. */
+  retryDelayMs?: number
+  onSnapshot?: (result: SnapshotResult) => void
+  onError?: (error: unknown) => void
+}
+
+const KNOWN = ['onSnapshot', 'onError', ...Object.keys(SCHEDULER_DEFAULTS)]
+
+/**
+ * Decides when to snapshot a partition: by time, by events and by bytes
+ * committed since the last snapshot. The runtime calls noteCommit() after
+ * each commit; the scheduler starts at most one snapshot at a time and never
+ * waits for it, so commits are only held for the checkpoint's stall.
+ *
+ * What a snapshot captured is counted off when its checkpoint was taken;
+ * what was committed during the upload counts toward the next one. A failed
+ * snapshot gives its counts back.
+ */
+export class SnapshotScheduler {
+  readonly snapshotter: Snapshotter
+  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>>>
+  readonly #onSnapshot: ((result: SnapshotResult) => void) | undefined
+  readonly #onError: ((error: unknown) => void) | undefined
+  #events = 0
+  #bytes = 0
+  #lastStart = performance.now()
+  #notBefore = 0
+  #timer: NodeJS.Timeout | undefined
+  #running: Promise<SnapshotResult | undefined> | undefined
+  #stopped = false
+
+  constructor(snapshotter: Snapshotter, options: SnapshotSchedulerOptions = {}) {
+    if (snapshotter === null || typeof snapshotter !== 'object' || typeof (snapshotter as Snapshotter).takeSnapshot !== 'function') {
+      throw new TypeError('snapshotter must be a Snapshotter')
+    }
+    const o = checkObject(options, 'SnapshotScheduler options')
+    checkKnown(o, KNOWN, 'SnapshotScheduler')
+    const d = SCHEDULER_DEFAULTS
+    this.snapshotter = snapshotter
+    this.options = Object.freeze({
+      intervalMs: checkInt(o.intervalMs ?? d.intervalMs, 'intervalMs', 0),
+      everyEvents: checkInt(o.everyEvents ?? d.everyEvents, 'everyEvents', 0),
+      everyBytes: checkInt(o.everyBytes ?? d.everyBytes, 'everyBytes', 0),
+      retryDelayMs: checkInt(o.retryDelayMs ?? d.retryDelayMs, 'retryDelayMs', 0),
+    })
+    this.#onSnapshot = checkFunction(o.onSnapshot, 'onSnapshot')
+    this.#onError = checkFunction(o.onError, 'onError')
+  }
+
+  /** Starts the timer for time-based snapshots. */
+  start(): void {
+    if (this.#stopped) throw new Error('the scheduler was stopped; create a new one')
+    if (this.#timer !== undefined || this.options.intervalMs === 0) return
+    const tick = Math.max(10, Math.min(1000, Math.floor(this.options.intervalMs / 4)))
+    this.#timer = setInterval(() => this.#maybeStart(), tick)
+    this.#timer.unref()
+  }
+
+  /** Stops scheduling and waits for a snapshot in flight. */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#timer = undefined
+    await this.#running
+  }
+
+  /** Counts a commit of `events` events and `bytes` bytes, and starts a snapshot if a threshold is crossed. */
+  noteCommit(events: number, bytes = 0): void {
+    if (!(events >= 0) || !(bytes >= 0)) throw new RangeError(`noteCommit needs non-negative counts, got events ${events} and bytes ${bytes}`)
+    this.#events += events
+    this.#bytes += bytes
+    this.#maybeStart()
+  }
+
+  /** Counts since the last snapshot's checkpoint. */
+  get pending(): { events: number; bytes: number } {
+    return { events: this.#events, bytes: this.#bytes }
+  }
+
+  get inFlight(): boolean {
+    return this.#running !== undefined
+  }
+
+  /** Starts a snapshot now unless one is in flight; resolves with its result (undefined if it failed or none was started). */
+  trigger(): Promise<SnapshotResult | undefined> {
+    return this.#running ?? this.#start()
+  }
+
+  #due(): boolean {
+    const { intervalMs, everyEvents, everyBytes } = this.options
+    if (this.#events === 0 && this.#bytes === 0) return false
+    if (everyEvents > 0 && this.#events >= everyEvents) return true
+    if (everyBytes > 0 && this.#bytes >= everyBytes) return true
+    return intervalMs > 0 && performance.now() - this.#lastStart >= intervalMs
+  }
+
+  #maybeStart(): void {
+    if (this.#stopped || this.#running !== undefined || performance.now() < this.#notBefore || !this.#due()) return
+    void this.#start()
+  }
+
+  #start(): Promise<SnapshotResult | undefined> {
+    const events = this.#events
+    const bytes = this.#bytes
+    this.#events = 0
+    this.#bytes = 0
+    this.#lastStart = performance.now()
+    const run = (async () => {
+      try {
+        const result = await this.snapshotter.takeSnapshot()
+        this.#onSnapshot?.(result)
+        return result
+      } catch (error) {
+        this.#events += events
+        this.#bytes += bytes
+        // Another caller's snapshot of the same store is no failure of ours.
+        if (!isTidemarkError(error, 'TIDEMARK_SNAPSHOT_IN_PROGRESS')) this.#notBefore = performance.now() + this.options.retryDelayMs
+        this.#onError?.(error)
+        return undefined
+      } finally {
+        this.#running = undefined
+      }
+    })()
+    this.#running = run
+    return run
+  }
+}

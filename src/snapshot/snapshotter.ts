@@ -1,0 +1,483 @@
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { readdir, rm } from 'node:fs/promises'
+import { isTidemarkError, TidemarkError } from '../errors.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { PartitionStore } from '../store/partition-store.js'
+import type { Position } from '../store/position.js'
+import { archiveSize, packFiles, type PackedEntry } from './archive.js'
+import { listManifests, readAll, readManifest, type ManifestRef } from './catalog.js'
+import { takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
+import { collectGarbage, type GcResult } from './gc.js'
+import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
+import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
+import {
+  checkBoolean, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS,
+} from './options.js'
+import { planCompaction, type FullReason } from './policy.js'
+import { mapLimit, sha256File } from './util.js'
+
+export interface SnapshotterOptions {
+  /** Where snapshots go. */
+  snapshotStore: SnapshotStore
+  /** The open partition store to snapshot. */
+  partitionStore: PartitionStore
+  /** Namespace of everything in the snapshot store; one key segment. */
+  job: string
+  /** The partition; one key segment (a number is written in decimal). */
+  partition: string | number
+  /** Ownership generation of this partition; snapshots of a higher epoch fence this writer. Default 0. */
+  epoch?: number
+  /** Snapshots to keep. Default 3. */
+  retain?: number
+  /** Unreferenced data objects younger than this are left alone by gc(): an upload may still be writing them. Default 1 hour. */
+  graceMs?: number
+  /** Run gc() after every successful snapshot. Default true. */
+  gcAfterSnapshot?: boolean
+  /** Where checkpoints are built; must be on the partition store's file system (hard links). Default `<store path>.checkpoints`. */
+  checkpointDir?: string
+  /** New files are packed into data objects of at most this size (a file is never split). Default 256 MiB. */
+  maxObjectBytes?: number
+  /** Data objects uploaded at once. Default 2. */
+  uploadConcurrency?: number
+  /** Compact point: write a full snapshot when the objects a snapshot references exceed this many times its state. Default 2. */
+  maxAmplification?: number
+  /** Compact point: write a full snapshot when it would reference objects of more than this many snapshots. Default 16. */
+  maxChainLength?: number
+  /** Things worth a log line that do not fail a snapshot. */
+  onEvent?: (event: SnapshotterEvent) => void
+}
+
+export type SnapshotterEvent =
+  | { type: 'gc-failed'; error: unknown }
+  | { type: 'objects-unavailable'; objects: string[]; reason: string }
+  | { type: 'live-set-unknown'; message: string }
+
+export interface SnapshotFileResult extends SnapshotFile {
+  /** Uploaded with this snapshot (false: referenced from an earlier one). */
+  readonly uploaded: boolean
+}
+
+export interface SnapshotResult {
+  id: string
+  /** The manifest's key in the snapshot store. */
+  key: string
+  epoch: number
+  sequence: number
+  /** The checkpoint's source positions: replay starts after them. */
+  positions: Position[]
+  /** Every file was uploaded (a compact point). */
+  full: boolean
+  /** Why the snapshot is full, when it is. */
+  fullReason?: FullReason
+  files: SnapshotFileResult[]
+  /** Size of the state: the sum of the files. */
+  bytesTotal: number
+  /** Bytes written to the snapshot store: new data objects and the manifest. */
+  bytesUploaded: number
+  /** New data objects (keys in the store). */
+  objects: string[]
+  /** How long commits were blocked by the checkpoint. */
+  stallMs: number
+  /** From the end of the checkpoint until the manifest was written. */
+  uploadMs: number
+  gc?: GcResult
+}
+
+export interface TakeSnapshotOptions {
+  /** Upload every file, referencing nothing older. */
+  full?: boolean
+}
+
+type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'job' | 'partition'>>>
+
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS)]
+
+/** Stores with a snapshot in flight, so that two Snapshotters of one store cannot overlap. */
+const busy = new WeakSet<PartitionStore>()
+
+/**
+ * Incremental snapshots of one partition store into a snapshot store.
+ *
+ * takeSnapshot() quiesces the store for a moment to take a checkpoint
+ * (hard links), then uploads while processing goes on: only files that no
+ * kept snapshot already holds (same name, size and SHA-256) are packed into
+ * new data objects; the manifest, written last with a create-only put, is
+ * the commit point. A failure anywhere before it leaves the previous
+ * snapshot as the latest and at most unreferenced objects, which gc() sweeps.
+ */
+export class Snapshotter {
+  readonly layout: SnapshotLayout
+  readonly snapshotStore: SnapshotStore
+  readonly partitionStore: PartitionStore
+  readonly options: Resolved
+  readonly #onEvent: ((event: SnapshotterEvent) => void) | undefined
+  /** Parsed manifests by key (they are immutable). */
+  readonly #manifests = new Map<string, SnapshotManifest>()
+  /** SHA-256 of local table files by name, valid while size, device and inode match (table files never change). */
+  readonly #hashes = new Map<string, { size: number; ino: number; dev: number; sha256: string }>()
+  /** Relative keys of data objects being uploaded; gc() must not take them. */
+  readonly #uploading = new Set<string>()
+  #inFlight: Promise<unknown> | undefined
+  #closed = false
+  #staleCheckpointsRemoved = false
+
+  constructor(options: SnapshotterOptions) {
+    const o = checkObject(options, 'Snapshotter options')
+    checkKnown(o, KNOWN, 'Snapshotter')
+    this.snapshotStore = checkSnapshotStore(o.snapshotStore, 'snapshotStore')
+    this.partitionStore = checkPartitionStore(o.partitionStore, 'partitionStore')
+    this.layout = new SnapshotLayout(o.job, o.partition)
+    const d = SNAPSHOT_DEFAULTS
+    const checkpointDir = o.checkpointDir ?? `${this.partitionStore.path}.checkpoints`
+    if (typeof checkpointDir !== 'string' || checkpointDir === '') throw new TypeError('checkpointDir must be a non-empty path string')
+    this.options = Object.freeze({
+      epoch: checkInt(o.epoch ?? d.epoch, 'epoch', 0, MAX_EPOCH),
+      retain: checkInt(o.retain ?? d.retain, 'retain', 1),
+      graceMs: checkInt(o.graceMs ?? d.graceMs, 'graceMs', 0),
+      gcAfterSnapshot: checkBoolean(o.gcAfterSnapshot ?? d.gcAfterSnapshot, 'gcAfterSnapshot'),
+      checkpointDir,
+      maxObjectBytes: checkInt(o.maxObjectBytes ?? d.maxObjectBytes, 'maxObjectBytes', 1024 * 1024),
+      uploadConcurrency: checkInt(o.uploadConcurrency ?? d.uploadConcurrency, 'uploadConcurrency', 1, 64),
+      maxAmplification: checkNumber(o.maxAmplification ?? d.maxAmplification, 'maxAmplification', 1),
+      maxChainLength: checkInt(o.maxChainLength ?? d.maxChainLength, 'maxChainLength', 1),
+    })
+    this.#onEvent = checkFunction(o.onEvent, 'onEvent')
+  }
+
+  /** A snapshot is being taken. */
+  get inFlight(): boolean {
+    return this.#inFlight !== undefined
+  }
+
+  /**
+   * Takes a snapshot. Rejects with TIDEMARK_SNAPSHOT_IN_PROGRESS while
+   * another one of the same store runs, TIDEMARK_SNAPSHOT_UPLOAD_FAILED when
+   * the snapshot store failed (also after its retries), and
+   * TIDEMARK_SNAPSHOT_FENCED when a newer owner (higher epoch) has written
+   * snapshots of the partition.
+   */
+  async takeSnapshot(options: TakeSnapshotOptions = {}): Promise<SnapshotResult> {
+    checkObject(options, 'takeSnapshot options')
+    const full = checkBoolean(options.full ?? false, 'full')
+    if (this.#closed) throw new TidemarkError('TIDEMARK_STORE_CLOSED', `the snapshotter of ${this.layout.prefix} is closed`)
+    if (this.#inFlight !== undefined || busy.has(this.partitionStore)) {
+      throw new TidemarkError('TIDEMARK_SNAPSHOT_IN_PROGRESS', `a snapshot of ${this.partitionStore.path} is already being taken`, { details: { job: this.layout.job, partition: this.layout.partition } })
+    }
+    busy.add(this.partitionStore)
+    const run = this.#take(full)
+    this.#inFlight = run
+    try {
+      return await run
+    } finally {
+      this.#inFlight = undefined
+      busy.delete(this.partitionStore)
+    }
+  }
+
+  /** The partition's snapshots as listed (not read), newest first. */
+  async listSnapshots(): Promise<ManifestRef[]> {
+    return listManifests(this.snapshotStore, this.layout)
+  }
+
+  /** The newest snapshot whose manifest parses (its objects are not checked), or undefined. */
+  async latest(): Promise<SnapshotManifest | undefined> {
+    for (const ref of await listManifests(this.snapshotStore, this.layout)) {
+      try {
+        return await this.#read(ref)
+      } catch (err) {
+        if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
+      }
+    }
+    return undefined
+  }
+
+  /**
+   * Retention and garbage collection (see collectGarbage): keeps the newest
+   * `retain` snapshots, deletes older manifests, and deletes data objects
+   * that no kept snapshot references once they are older than `graceMs`,
+   * which includes what crashed uploads left.
+   */
+  async gc(options: { now?: number } = {}): Promise<GcResult> {
+    checkObject(options, 'gc options')
+    const now = options.now === undefined ? Date.now() : checkInt(options.now, 'now', 0)
+    return collectGarbage(this.snapshotStore, this.layout, {
+      retain: this.options.retain,
+      graceMs: this.options.graceMs,
+      now,
+      protect: this.#uploading,
+      cache: this.#manifests,
+    })
+  }
+
+  /** Waits for a snapshot in flight and refuses new ones. */
+  async close(): Promise<void> {
+    this.#closed = true
+    await this.#inFlight?.catch(() => undefined)
+  }
+
+  async #take(forceFull: boolean): Promise<SnapshotResult> {
+    await this.#removeStaleCheckpoints()
+    const checkpoint = await takeCheckpoint(this.partitionStore, this.options.checkpointDir)
+    const uploadStarted = performance.now()
+    try {
+      if (checkpoint.liveSetUnknown !== undefined) this.#emit({ type: 'live-set-unknown', message: checkpoint.liveSetUnknown })
+      const result = await this.#upload(checkpoint, forceFull, uploadStarted)
+      if (this.options.gcAfterSnapshot) {
+        try {
+          result.gc = await this.gc()
+        } catch (error) {
+          this.#emit({ type: 'gc-failed', error })
+        }
+      }
+      return result
+    } finally {
+      await rm(checkpoint.dir, { recursive: true, force: true })
+    }
+  }
+
+  async #upload(checkpoint: Checkpoint, forceFull: boolean, uploadStarted: number): Promise<SnapshotResult> {
+    const { epoch } = this.options
+    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
+    this.#checkFence(refs)
+    const sequence = (refs.reduce((max, r) => Math.max(max, r.sequence), -1)) + 1
+    if (sequence > MAX_SEQUENCE) throw new RangeError(`the snapshot sequence of ${this.layout.prefix} is exhausted`)
+    const id = snapshotId(epoch, sequence)
+
+    // What kept snapshots already hold, by name + size + sha256.
+    const kept = await this.#keptManifests(refs)
+    const parent = kept[0]
+    const available = await this.#availableObjects(kept)
+    const held = new Map<string, SnapshotFile>()
+    for (const manifest of [...kept].reverse()) {
+      for (const file of manifest.files) if (available.has(file.object)) held.set(`${file.name}\u0000${file.size}\u0000${file.sha256}`, file)
+    }
+    const heldNames = new Set([...held.values()].map((f) => `${f.name}\u0000${f.size}`))
+
+    const reuse = new Map<string, SnapshotFile>()
+    for (const file of checkpoint.files) {
+      if (!heldNames.has(`${file.name}\u0000${file.size}`)) continue
+      const match = held.get(`${file.name}\u0000${file.size}\u0000${await this.#sha256(file)}`)
+      if (match !== undefined) reuse.set(file.name, match)
+    }
+    const stateBytes = checkpoint.files.reduce((sum, f) => sum + f.size, 0)
+    const decision = planCompaction({
+      forceFull,
+      hasParent: parent !== undefined,
+      stateBytes,
+      newBytes: archiveSize(checkpoint.files.filter((f) => !reuse.has(f.name))),
+      referenced: [...reuse.values()].map((f) => ({ key: f.object, size: available.get(f.object)! })),
+      maxAmplification: this.options.maxAmplification,
+      maxChainLength: this.options.maxChainLength,
+    })
+    if (decision.full) reuse.clear()
+
+    const fresh = checkpoint.files.filter((f) => !reuse.has(f.name))
+    const token = randomBytes(4).toString('hex')
+    const groups = groupBySize(fresh, this.options.maxObjectBytes)
+    const uploaded = new Map<string, PackedEntry & { object: string }>()
+    const newObjects: SnapshotObject[] = []
+    for (let n = 0; n < groups.length; n++) this.#uploading.add(this.layout.relativeDataKey(id, token, n))
+    try {
+      await this.#dfs('upload the data objects', () => mapLimit(groups, this.options.uploadConcurrency, async (group, n) => {
+        const key = this.layout.relativeDataKey(id, token, n)
+        const size = archiveSize(group)
+        const { stream, entries } = packFiles(group)
+        try {
+          await this.snapshotStore.put(this.layout.dataKey(key), stream, { contentLength: size })
+        } finally {
+          stream.destroy()
+        }
+        for (const entry of await entries) uploaded.set(entry.name, { ...entry, object: key })
+        newObjects.push({ key, size })
+      }))
+      for (const file of fresh) {
+        const entry = uploaded.get(file.name)!
+        this.#hashes.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, sha256: entry.sha256 })
+      }
+
+      const files: SnapshotFileResult[] = checkpoint.files.map((file) => {
+        const old = reuse.get(file.name)
+        if (old !== undefined) return { ...old, uploaded: false }
+        const entry = uploaded.get(file.name)!
+        return { name: file.name, size: file.size, sha256: entry.sha256, object: entry.object, offset: entry.offset, uploaded: true }
+      })
+      const objectSizes = new Map<string, number>(newObjects.map((o) => [o.key, o.size]))
+      for (const f of reuse.values()) objectSizes.set(f.object, available.get(f.object)!)
+      const manifest: SnapshotManifest = {
+        format: MANIFEST_FORMAT,
+        version: MANIFEST_VERSION,
+        id,
+        job: this.layout.job,
+        partition: this.layout.partition,
+        epoch,
+        sequence,
+        createdAt: new Date().toISOString(),
+        parent: parent?.id ?? null,
+        base: reuse.size === 0 ? id : parent!.base,
+        full: reuse.size === 0,
+        positions: checkpoint.positions,
+        stateBytes,
+        objects: [...objectSizes].map(([key, size]) => ({ key, size })).sort((a, b) => (a.key < b.key ? -1 : 1)),
+        files: files.map(({ uploaded: _u, ...f }) => f),
+      }
+      const key = this.layout.manifestKey(epoch, sequence)
+      const body = encodeManifest(manifest)
+      await this.#commit(key, body)
+      this.#manifests.set(key, manifest)
+      this.#pruneHashes(checkpoint.files)
+      return {
+        id,
+        key,
+        epoch,
+        sequence,
+        positions: checkpoint.positions,
+        full: manifest.full,
+        ...(manifest.full ? { fullReason: decision.reason ?? 'requested' } : {}),
+        files,
+        bytesTotal: stateBytes,
+        bytesUploaded: newObjects.reduce((sum, o) => sum + o.size, 0) + body.byteLength,
+        objects: newObjects.map((o) => this.layout.dataKey(o.key)),
+        stallMs: checkpoint.stallMs,
+        uploadMs: performance.now() - uploadStarted,
+      }
+    } finally {
+      for (let n = 0; n < groups.length; n++) this.#uploading.delete(this.layout.relativeDataKey(id, token, n))
+    }
+  }
+
+  /** Writes the manifest: the commit point. Create-only where the store can, so two writers of one sequence cannot both win. */
+  async #commit(key: string, body: Buffer): Promise<void> {
+    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
+    this.#checkFence(refs)
+    const ifNoneMatch = this.snapshotStore.capabilities.conditionalPut
+    try {
+      await this.snapshotStore.put(key, body, { contentLength: body.byteLength, ifNoneMatch })
+    } catch (err) {
+      if (isTidemarkError(err, 'TIDEMARK_DFS_OBJECT_EXISTS')) {
+        // A retry of our own put whose first answer was lost finds our manifest there.
+        const existing = await this.#dfs('read back the manifest', async () => readAll(await this.snapshotStore.get(key), body.byteLength + 1))
+        if (existing.equals(body)) return
+        throw new TidemarkError('TIDEMARK_SNAPSHOT_FENCED', `another writer committed snapshot ${key} first; is the partition owned twice?`, { cause: err, details: { key } })
+      }
+      throw uploadFailed('write the manifest', this.layout, err)
+    }
+  }
+
+  #checkFence(refs: readonly ManifestRef[]): void {
+    const newer = refs.find((r) => r.epoch > this.options.epoch)
+    if (newer !== undefined) {
+      throw new TidemarkError(
+        'TIDEMARK_SNAPSHOT_FENCED',
+        `snapshot ${newer.key} has epoch ${newer.epoch}, newer than this writer's ${this.options.epoch}: the partition has a new owner`,
+        { details: { key: newer.key, epoch: this.options.epoch, newerEpoch: newer.epoch } },
+      )
+    }
+  }
+
+  /** The newest `retain` manifests that parse: the only ones a new snapshot references, so gc() never takes what it needs. */
+  async #keptManifests(refs: readonly ManifestRef[]): Promise<SnapshotManifest[]> {
+    const out: SnapshotManifest[] = []
+    for (const ref of refs) {
+      if (out.length >= this.options.retain) break
+      try {
+        out.push(await this.#dfs('read a manifest', () => this.#read(ref)))
+      } catch (err) {
+        if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
+      }
+    }
+    return out
+  }
+
+  /** Objects of the kept manifests that exist with at least their recorded size; a file in any other one is uploaded again. */
+  async #availableObjects(kept: readonly SnapshotManifest[]): Promise<Map<string, number>> {
+    const sizes = new Map<string, number>()
+    for (const m of kept) for (const o of m.objects) sizes.set(o.key, o.size)
+    const keys = [...sizes.keys()]
+    const infos = await this.#dfs('check the referenced objects', () => mapLimit(keys, 8, (key) => this.snapshotStore.head(this.layout.dataKey(key))))
+    const available = new Map<string, number>()
+    const missing: string[] = []
+    keys.forEach((key, i) => {
+      const info = infos[i]
+      if (info !== undefined && info.size === sizes.get(key)) available.set(key, info.size)
+      else missing.push(key)
+    })
+    if (missing.length > 0) this.#emit({ type: 'objects-unavailable', objects: missing.map((k) => this.layout.dataKey(k)), reason: 'missing or of another size than their manifest says; their files are uploaded again' })
+    return available
+  }
+
+  async #read(ref: ManifestRef): Promise<SnapshotManifest> {
+    const cached = this.#manifests.get(ref.key)
+    if (cached !== undefined) return cached
+    const manifest = await readManifest(this.snapshotStore, this.layout, ref)
+    this.#manifests.set(ref.key, manifest)
+    return manifest
+  }
+
+  async #sha256(file: CheckpointFile): Promise<string> {
+    const cached = this.#hashes.get(file.name)
+    if (cached !== undefined && cached.size === file.size && cached.ino === file.ino && cached.dev === file.dev) return cached.sha256
+    const sha256 = await sha256File(file.path)
+    this.#hashes.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, sha256 })
+    return sha256
+  }
+
+  #pruneHashes(files: readonly CheckpointFile[]): void {
+    const names = new Set(files.map((f) => f.name))
+    for (const name of this.#hashes.keys()) if (!names.has(name)) this.#hashes.delete(name)
+  }
+
+  /** Checkpoint directories of a process that died mid-snapshot. */
+  async #removeStaleCheckpoints(): Promise<void> {
+    if (this.#staleCheckpointsRemoved) return
+    this.#staleCheckpointsRemoved = true
+    const entries = await readdir(this.options.checkpointDir).catch(() => [] as string[])
+    await Promise.all(entries.filter((n) => n.startsWith('ckpt-')).map((n) => rm(join(this.options.checkpointDir, n), { recursive: true, force: true })))
+  }
+
+  async #dfs<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn()
+    } catch (err) {
+      throw uploadFailed(what, this.layout, err)
+    }
+  }
+
+  #emit(event: SnapshotterEvent): void {
+    try {
+      this.#onEvent?.(event)
+    } catch {
+      // A listener's bug must not fail the snapshot.
+    }
+  }
+}
+
+function uploadFailed(what: string, layout: SnapshotLayout, err: unknown): unknown {
+  if (err instanceof TidemarkError && err.code.startsWith('TIDEMARK_SNAPSHOT_')) return err
+  if (err instanceof TypeError) return err
+  const retriable = err instanceof TidemarkError ? err.retriable : true
+  return new TidemarkError(
+    'TIDEMARK_SNAPSHOT_UPLOAD_FAILED',
+    `snapshot of ${layout.prefix} failed: could not ${what}: ${(err as Error)?.message ?? String(err)}; the previous snapshot stays the latest`,
+    { cause: err, retriable, details: { job: layout.job, partition: layout.partition } },
+  )
+}
+
+/** Consecutive files in groups whose archives stay under maxBytes (a larger file gets a group of its own). */
+function groupBySize(files: readonly CheckpointFile[], maxBytes: number): CheckpointFile[][] {
+  const groups: CheckpointFile[][] = []
+  let current: CheckpointFile[] = []
+  let size = archiveSize([])
+  for (const file of files) {
+    const add = archiveSize([file]) - archiveSize([])
+    if (current.length > 0 && size + add > maxBytes) {
+      groups.push(current)
+      current = []
+      size = archiveSize([])
+    }
+    current.push(file)
+    size += add
+  }
+  if (current.length > 0) groups.push(current)
+  return groups
+}
