@@ -14,7 +14,7 @@ import { TidemarkError } from '../errors.js'
  * atomic on local file systems and on NFS, and never shows a half-written
  * lock (open with 'wx' followed by a write would leave an empty lock behind a
  * crash between the two calls). Taking and releasing are one system call
- * each, which matters because every append takes the lock.
+ * each, which matters because every group of appends takes the lock.
  *
  * A lock whose holder died (same host, its pid gone) is broken. Breaking goes
  * through a second lock, so that two processes that find the same dead holder
@@ -61,9 +61,10 @@ export class LockFile {
           details: { path: this.path, holder },
         })
       }
-      // The holder appends one record and flushes it, well under a
-      // millisecond, so a short jittered backoff wastes little and needs no
-      // watcher (fs.watch is unreliable on network file systems).
+      // The holder appends one group of records (at most a few MiB) and
+      // flushes it, usually about a millisecond, so a short jittered backoff
+      // wastes little and needs no watcher (fs.watch is unreliable on
+      // network file systems).
       await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())))
       delay = Math.min(delay * 2, 20)
     }

@@ -40,14 +40,17 @@ export function segmentHeaderProblem(header: Buffer, base: bigint): string | und
   return undefined
 }
 
-export function encodeRecord(revision: bigint, payload: Uint8Array): Buffer {
-  const record = Buffer.allocUnsafe(RECORD_HEADER_BYTES + payload.byteLength)
-  record.writeUInt32LE(payload.byteLength, 0)
-  record.writeBigUInt64LE(revision, 4)
-  record.writeUInt32LE(crc32(payload), 12)
-  record.writeUInt32LE(crc32(record.subarray(0, 16)), 16)
-  record.set(payload, RECORD_HEADER_BYTES)
-  return record
+/**
+ * Writes the record at `offset` of `target` and returns where it ends: a
+ * group of appends is encoded into one buffer and written with one call.
+ */
+export function encodeRecordInto(target: Buffer, offset: number, revision: bigint, payload: Uint8Array): number {
+  target.writeUInt32LE(payload.byteLength, offset)
+  target.writeBigUInt64LE(revision, offset + 4)
+  target.writeUInt32LE(crc32(payload), offset + 12)
+  target.writeUInt32LE(crc32(target.subarray(offset, offset + 16)), offset + 16)
+  target.set(payload, offset + RECORD_HEADER_BYTES)
+  return offset + RECORD_HEADER_BYTES + payload.byteLength
 }
 
 /** One step of a scan: a record, or why the scan stopped at `pos`. */
@@ -71,63 +74,72 @@ const CHUNK_BYTES = 256 * 1024
  * it is and on who holds the append lock.
  */
 export async function* scanSegment(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep> {
+  for await (const steps of scanSegmentBatches(file, pos, revision, maxRecordBytes)) yield* steps
+}
+
+/**
+ * scanSegment in batches: the steps decoded from each chunk read, so that a
+ * reader of many small records pays for one generator step per chunk, not
+ * per record. Only the last step of the last batch is not a record.
+ */
+export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep[]> {
   let buf = Buffer.alloc(0)
   let bufPos = pos
   let eof = false
   for (;;) {
+    const batch: ScanStep[] = []
+    let step: ScanStep | undefined
+    while ((step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)) !== undefined) {
+      batch.push(step)
+      if (step.kind !== 'record') break
+      pos = step.end
+      revision += 1n
+    }
+    if (batch.length > 0) yield batch
+    if (step !== undefined) return
     const at = pos - bufPos
     const available = buf.length - at
-    const length = available >= RECORD_HEADER_BYTES ? buf.readUInt32LE(at) : -1
-    const needed = length < 0 || length > maxRecordBytes ? RECORD_HEADER_BYTES : RECORD_HEADER_BYTES + length
-    if (available < needed && !eof) {
-      const want = Math.max(CHUNK_BYTES, needed)
-      const next = Buffer.allocUnsafe(available + want)
-      buf.copy(next, 0, at)
-      const { bytesRead } = await file.read(next, available, want, pos + available)
-      if (bytesRead < want) eof = true
-      buf = next.subarray(0, available + bytesRead)
-      bufPos = pos
-      continue
-    }
-    if (available === 0) {
-      yield { kind: 'end', pos }
-      return
-    }
-    if (available < RECORD_HEADER_BYTES) {
-      yield { kind: 'incomplete', pos }
-      return
-    }
-    const header = buf.subarray(at, at + RECORD_HEADER_BYTES)
-    if (isZero(header)) {
-      yield { kind: 'zero', pos }
-      return
-    }
-    if (crc32(header.subarray(0, 16)) !== header.readUInt32LE(16)) {
-      yield { kind: 'corrupt', pos, problem: 'its header fails its checksum' }
-      return
-    }
-    const stored = header.readBigUInt64LE(4)
-    if (stored !== revision) {
-      yield { kind: 'corrupt', pos, problem: `it names revision ${stored} where ${revision} belongs` }
-      return
-    }
-    if (length > maxRecordBytes) {
-      yield { kind: 'corrupt', pos, problem: `its length ${length} exceeds maxRecordBytes (${maxRecordBytes})` }
-      return
-    }
-    if (available < needed) {
-      yield { kind: 'incomplete', pos }
-      return
-    }
-    const payload = buf.subarray(at + RECORD_HEADER_BYTES, at + needed)
-    if (crc32(payload) !== header.readUInt32LE(12)) {
-      yield { kind: 'corrupt', pos, problem: 'its payload fails its checksum' }
-      return
-    }
-    yield { kind: 'record', revision, pos, end: pos + needed, payload }
-    pos += needed
-    revision += 1n
+    const want = Math.max(CHUNK_BYTES, recordBytes(buf, at, maxRecordBytes))
+    const next = Buffer.allocUnsafe(available + want)
+    buf.copy(next, 0, at)
+    const { bytesRead } = await file.read(next, available, want, pos + available)
+    if (bytesRead < want) eof = true
+    buf = next.subarray(0, available + bytesRead)
+    bufPos = pos
   }
+}
+
+/** The bytes the record at `at` of `buf` takes, as far as its header tells: just the header while that is not whole or not plausible. */
+function recordBytes(buf: Buffer, at: number, maxRecordBytes: number): number {
+  const length = buf.length - at >= RECORD_HEADER_BYTES ? buf.readUInt32LE(at) : -1
+  return length < 0 || length > maxRecordBytes ? RECORD_HEADER_BYTES : RECORD_HEADER_BYTES + length
+}
+
+/**
+ * The step for the record at `at` of `buf` (file position `pos`), or
+ * undefined when deciding needs more of the file than `buf` holds and the
+ * file goes on (`eof` false).
+ */
+function decodeStep(buf: Buffer, at: number, pos: number, revision: bigint, maxRecordBytes: number, eof: boolean): ScanStep | undefined {
+  const available = buf.length - at
+  const needed = recordBytes(buf, at, maxRecordBytes)
+  if (available < needed && !eof) return undefined
+  if (available === 0) return { kind: 'end', pos }
+  if (available < RECORD_HEADER_BYTES) return { kind: 'incomplete', pos }
+  if (crc32(buf.subarray(at, at + 16)) !== buf.readUInt32LE(at + 16)) {
+    // All zeros fail the checksum too; told apart only here, off the path
+    // that every good record takes.
+    if (isZero(buf.subarray(at, at + RECORD_HEADER_BYTES))) return { kind: 'zero', pos }
+    return { kind: 'corrupt', pos, problem: 'its header fails its checksum' }
+  }
+  const stored = buf.readBigUInt64LE(at + 4)
+  if (stored !== revision) return { kind: 'corrupt', pos, problem: `it names revision ${stored} where ${revision} belongs` }
+  const length = buf.readUInt32LE(at)
+  if (length > maxRecordBytes) return { kind: 'corrupt', pos, problem: `its length ${length} exceeds maxRecordBytes (${maxRecordBytes})` }
+  if (available < needed) return { kind: 'incomplete', pos }
+  const payload = buf.subarray(at + RECORD_HEADER_BYTES, at + needed)
+  if (crc32(payload) !== buf.readUInt32LE(at + 12)) return { kind: 'corrupt', pos, problem: 'its payload fails its checksum' }
+  return { kind: 'record', revision, pos, end: pos + needed, payload }
 }
 
 /** Whether every byte of the file from `pos` to its end is zero. */

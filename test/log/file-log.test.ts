@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process'
 import { crc32 } from 'node:zlib'
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs'
-import { appendFile, open, readFile, truncate, unlink } from 'node:fs/promises'
+import { appendFile, open, readFile, truncate, unlink, type FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { FILE_LOG_DEFAULTS, NO_REVISION, openFileLog, type FileLogOptions, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { tempDir } from '../helpers/tmp.js'
 import { spawnScript } from './child.js'
@@ -202,6 +202,203 @@ describe('file log', () => {
     const log = await openFileLog(dir, { maxRecordBytes: 10 })
     await expect(log.append(Buffer.alloc(11))).rejects.toThrow(/data is 11 bytes, more than maxRecordBytes \(10\)/)
     expect(Object.isFrozen(log.options)).toBe(true)
+    await log.close()
+  })
+})
+
+type AsyncMethod = (...args: unknown[]) => Promise<unknown>
+
+/**
+ * Replaces one FileHandle method for every handle until the current test
+ * finishes (the class is not exported; its prototype is reached through a
+ * handle). `replacement` gets the original bound to the handle, and the arguments.
+ */
+async function onFileHandle(name: 'datasync' | 'write', replacement: (original: AsyncMethod, args: unknown[]) => Promise<unknown>): Promise<void> {
+  const probe = await open(import.meta.filename, 'r')
+  const proto = Object.getPrototypeOf(probe) as Record<typeof name, AsyncMethod>
+  await probe.close()
+  const original = proto[name]
+  proto[name] = function (this: FileHandle, ...args: unknown[]) {
+    return replacement((...a) => original.apply(this, a), args)
+  }
+  onTestFinished(() => {
+    proto[name] = original
+  })
+}
+
+/** Counts fdatasync calls on FileHandles: one per group of appends with `sync: true`. */
+async function countFlushes(): Promise<{ count: number }> {
+  const counter = { count: 0 }
+  await onFileHandle('datasync', (original, args) => {
+    counter.count++
+    return original(...args)
+  })
+  return counter
+}
+
+const entry = (i: number, size = 20 + ((i * 37) % 180)): Buffer => Buffer.alloc(size, i % 251)
+
+describe('file log: group commit', () => {
+  it('concurrent appends form groups, get consecutive revisions in call order, and read back exactly', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    expect(await log.append(entry(0))).toBe(0n)
+    const flushes = await countFlushes()
+    // Issued in one tick: 25 000 entries make groups of 10 000, 10 000 and 5 000 (the entry cap).
+    const count = 25_000
+    const revisions = await Promise.all(Array.from({ length: count }, (_, i) => log.append(entry(i + 1))))
+    expect(revisions).toEqual(Array.from({ length: count }, (_, i) => BigInt(i + 1)))
+    expect(flushes.count).toBe(3)
+    const entries = await readAll(log)
+    expect(entries).toHaveLength(count + 1)
+    for (const [i, e] of entries.entries()) {
+      expect(e.revision).toBe(BigInt(i))
+      expect(Buffer.from(e.data).equals(entry(i))).toBe(true)
+    }
+    // Another handle, and a reopened log, see the same bytes.
+    const other = await openFileLog(dir)
+    expect((await readAll(other)).map((e) => Buffer.from(e.data).toString('hex'))).toEqual(entries.map((e) => Buffer.from(e.data).toString('hex')))
+    await Promise.all([log.close(), other.close()])
+  })
+
+  it('caps a group by bytes: large entries are written a few at a time', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    const flushes = await countFlushes()
+    // 4 MiB per group: three 1 MiB records fit, a fourth would not.
+    const big = Array.from({ length: 10 }, (_, i) => Buffer.alloc(1024 * 1024, i))
+    expect(await Promise.all(big.map((b) => log.append(b)))).toEqual(big.map((_, i) => BigInt(i)))
+    expect(flushes.count).toBe(4)
+    const entries = await readAll(log)
+    expect(entries.every((e, i) => Buffer.from(e.data).equals(big[i]!))).toBe(true)
+    await log.close()
+  })
+
+  it('judges conditional appends in a group against the entries before them', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    const flushes = await countFlushes()
+    const text = (s: string): Buffer => Buffer.from(s)
+    // On an empty log: the first NO_REVISION wins, a second one loses.
+    expect(await Promise.all([
+      log.appendConditionally(text('first'), NO_REVISION),
+      log.appendConditionally(text('also first'), NO_REVISION),
+      log.appendConditionally(text('second'), 0n),
+    ])).toEqual([0n, undefined, 1n])
+    expect(await Promise.all([
+      log.appendConditionally(text('a'), 1n), // wins: 2
+      log.appendConditionally(text('b'), 1n), // loses to a
+      log.append(text('c')), // 3
+      log.appendConditionally(text('d'), 3n), // wins after c: 4
+      log.appendConditionally(text('e'), 2n), // loses: c and d came after 2
+      log.appendConditionally(text('f'), 4n), // a loser before it changes nothing: 5
+      log.appendConditionally(text('g'), NO_REVISION), // loses
+      log.append(text('h')), // 6
+      log.appendConditionally(text('i'), 99n), // loses
+    ])).toEqual([2n, undefined, 3n, 4n, undefined, 5n, undefined, 6n, undefined])
+    // A group where every entry loses writes nothing.
+    expect(await Promise.all([log.appendConditionally(text('x'), 5n), log.appendConditionally(text('y'), 0n)])).toEqual([undefined, undefined])
+    expect(flushes.count).toBe(2)
+    expect(await log.tail()).toBe(7n)
+    expect((await readAll(log)).map((e) => Buffer.from(e.data).toString())).toEqual(['first', 'second', 'a', 'c', 'd', 'f', 'h'])
+    await log.close()
+  })
+
+  it('a group that crosses segment boundaries is split between segments with whole records, and reads back intact', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir, SMALL)
+    await log.append(entry(0, 3000))
+    // About 38 KiB in one group: it fills the first segment and rolls about nine times.
+    const count = 300
+    const revisions = await Promise.all(Array.from({ length: count }, (_, i) => {
+      // A conditional entry in the middle, judged across a roll.
+      if (i === 150) return log.appendConditionally(entry(151), 150n)
+      if (i === 151) return log.appendConditionally(Buffer.from('loser'), 150n)
+      return log.append(entry(i < 151 ? i + 1 : i))
+    }))
+    expect(revisions.filter((r) => r === undefined)).toHaveLength(1)
+    expect(revisions.filter((r) => r !== undefined)).toEqual(Array.from({ length: count - 1 }, (_, i) => BigInt(i + 1)))
+    const files = segments(dir)
+    expect(files.length).toBeGreaterThanOrEqual(9)
+    // Each sealed segment reached segmentBytes, and its last record started before it.
+    for (const name of files.slice(0, -1)) {
+      const size = statSync(join(dir, name)).size
+      expect(size).toBeGreaterThanOrEqual(4096)
+      expect(size).toBeLessThan(4096 + RECORD_HEADER + 3000)
+    }
+    for (const reader of [log, await openFileLog(dir, SMALL)]) {
+      const entries = await readAll(reader)
+      expect(entries).toHaveLength(count)
+      for (const [i, e] of entries.entries()) expect(Buffer.from(e.data).equals(i === 0 ? entry(0, 3000) : entry(i))).toBe(true)
+      // Reads that start in the middle of a segment the group wrote.
+      expect((await readAll(reader, 200n))[0]!.revision).toBe(200n)
+      await reader.close()
+    }
+  })
+
+  it('cuts a torn group on open, keeping its whole records', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    await Promise.all(Array.from({ length: 100 }, (_, i) => log.append(Buffer.alloc(50, i))))
+    await log.close()
+    const path = join(dir, segments(dir)[0]!)
+    // As if the process died while the group's write was in flight: 60 whole records and part of the 61st.
+    await truncate(path, HEADER + 60 * (RECORD_HEADER + 50) + 33)
+    const reopened = await openFileLog(dir)
+    expect(statSync(path).size).toBe(HEADER + 60 * (RECORD_HEADER + 50))
+    expect((await readAll(reopened)).map((e) => e.data[0])).toEqual(Array.from({ length: 60 }, (_, i) => i))
+    expect(await reopened.append(Buffer.from('next'))).toBe(60n)
+    await reopened.close()
+  })
+
+  it('a failed group write fails every caller in it, losers included, and the next group takes the same revisions', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    expect(await log.append(Buffer.from('base'))).toBe(0n)
+    let armed = true
+    await onFileHandle('write', (original, args) => {
+      if (!armed) return original(...args)
+      armed = false
+      return Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' }))
+    })
+    const results = await Promise.allSettled([
+      log.append(Buffer.from('a')),
+      // Would lose to a; but a was never written, so it must not be told that it lost.
+      log.appendConditionally(Buffer.from('b'), 0n),
+    ])
+    for (const r of results) expect(r).toMatchObject({ status: 'rejected', reason: { code: 'TIDEMARK_LOG_UNAVAILABLE', retriable: true, details: { op: 'append' } } })
+    expect(await Promise.all([log.appendConditionally(Buffer.from('c'), 0n), log.append(Buffer.from('d'))])).toEqual([1n, 2n])
+    expect((await readAll(log)).map((e) => Buffer.from(e.data).toString())).toEqual(['base', 'c', 'd'])
+    await log.close()
+  })
+
+  it('a group that fails in its second segment acknowledges the records written in the first', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir, SMALL)
+    let writes = 0
+    await onFileHandle('write', (original, args) => {
+      writes++
+      return writes === 2 ? Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' })) : original(...args)
+    })
+    // 1 KiB records: four fill the first segment, the fifth goes to the second one.
+    const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => log.append(Buffer.alloc(1000, i))))
+    expect(results.slice(0, 4)).toEqual([0n, 1n, 2n, 3n].map((value) => ({ status: 'fulfilled', value })))
+    for (const r of results.slice(4)) expect(r).toMatchObject({ status: 'rejected', reason: { code: 'TIDEMARK_LOG_UNAVAILABLE' } })
+    expect(segments(dir)).toHaveLength(2)
+    expect(await log.append(Buffer.alloc(1000, 9))).toBe(4n)
+    expect((await readAll(log)).map((e) => e.data[0])).toEqual([0, 1, 2, 3, 9])
+    await log.close()
+  })
+
+  it('keeps call order around truncate: an append after it does not join the group before it', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir, SMALL)
+    const first = log.append(Buffer.from('first'))
+    // The tail is 1 when the truncation runs, whatever is called after it.
+    const cut = log.truncate(2n)
+    const second = log.append(Buffer.from('second'))
+    await expect(cut).rejects.toThrow(/before \(2\) is past the tail \(1\)/)
+    expect(await Promise.all([first, second])).toEqual([0n, 1n])
     await log.close()
   })
 })
