@@ -29,6 +29,8 @@ export interface FetchOptions {
   onBatch?: (batch: { events: number; offset: bigint; bytes: number }) => void
   /** Stops the fetch after the current batch commits. */
   signal?: AbortSignal
+  /** Events per commit for this fetch; the synchronizer's batchSize by default. */
+  batchSize?: number
 }
 
 export interface PartitionSynchronizerOptions<E> {
@@ -77,51 +79,78 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
    * event.
    */
   async fetchUpdates(options: FetchOptions = {}): Promise<number> {
-    const { store, log, topic, partition, handler, codec, batchSize } = this.#o
+    const { store, log, topic, partition, handler, codec } = this.#o
+    const batchSize = options.batchSize ?? this.#o.batchSize
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`options.batchSize must be a positive integer, got ${batchSize}`)
     const from = this.getRevision() + 1n
     let applied = 0
     let tx = store.transaction()
     let inBatch = 0
     let bytes = 0
     let last = NO_REVISION
+    // The commit of the previous batch, still being written while the next
+    // batch is processed: the next transaction reads its writes meanwhile and
+    // does not commit (writes nothing) unless it succeeded.
+    let inFlight: Promise<void> | undefined
     const commit = async (): Promise<void> => {
-      await tx.commit({ topic, partition, offset: last })
-      applied += inBatch
-      options.onBatch?.({ events: inBatch, offset: last, bytes })
-      tx = store.transaction()
+      if (inFlight !== undefined) await inFlight
+      const batch = { events: inBatch, offset: last, bytes }
+      const committing = tx
+      const written = committing.commit({ topic, partition, offset: last })
+      tx = store.transaction({ after: committing })
       inBatch = 0
       bytes = 0
+      inFlight = written.then(() => {
+        applied += batch.events
+        options.onBatch?.(batch)
+      })
+      // Awaited by the next commit or at the end; this only keeps a failure
+      // from being reported as unhandled before then.
+      inFlight.catch(() => undefined)
     }
+    let offset = NO_REVISION
+    // One description for the whole fetch: the hot path makes no closure per event.
+    const what = (): string => `event ${topic}/${partition}@${offset}`
     try {
       const read = options.end === undefined ? log.read(from) : log.read(from, { end: options.end })
       for await (const entry of read) {
-        const context: EventContext = { topic, partition, offset: entry.revision }
+        offset = entry.revision
+        const context: EventContext = { topic, partition, offset }
         let event: E
         try {
-          event = decodeWith(codec, entry.data, () => `event ${topic}/${partition}@${entry.revision}`)
+          event = decodeWith(codec, entry.data, what)
         } catch (err) {
-          throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset: entry.revision } })
+          throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset } })
         }
         try {
-          await handler(tx, event, context)
+          // Only a handler that returns a promise costs an await.
+          const done = handler(tx, event, context)
+          if (done !== undefined) await done
         } catch (cause) {
           throw new TidemarkError(
             'TIDEMARK_HANDLER_FAILED',
-            `the handler failed on ${topic}/${partition}@${entry.revision}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
-            { cause, details: { topic, partition, offset: entry.revision } },
+            `the handler failed on ${topic}/${partition}@${offset}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
+            { cause, details: { topic, partition, offset } },
           )
         }
-        last = entry.revision
+        last = offset
         bytes += entry.data.byteLength
         if (++inBatch >= batchSize) {
           await commit()
-          if (options.signal?.aborted) return applied
+          if (options.signal?.aborted) {
+            await inFlight
+            return applied
+          }
         }
       }
       if (inBatch > 0) await commit()
+      await inFlight
       return applied
     } finally {
       if (tx.isOpen) tx.abort()
+      // A batch still being written when the fetch fails finishes (and is
+      // reported) before the fetch settles, so the caller may close the store.
+      await inFlight?.catch(() => undefined)
     }
   }
 }

@@ -9,16 +9,44 @@ export interface TransactionHost {
   readonly maxKeyBytes: number
   checkState(def: StateDefinition): void
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined>
+  /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
+  cached(id: string): unknown
+  /** Offers the store a committed value just read (in the same tick as the read). */
+  remember(id: string, value: unknown): void
+  /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
+  keyIds(def: StateDefinition): Map<string, string>
   scan(range: ByteRange): AsyncIterable<[Buffer, Buffer]>
+  /** `writes` is keyed by keyId(key). */
   commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void>
 }
 
+/** Returned by TransactionHost.cached when the store does not hold the value. */
+export const NOT_CACHED: unique symbol = Symbol('tidemark.notCached')
+
 export interface PendingWrite {
-  readonly key: Buffer
-  /** undefined deletes the key. */
-  readonly value: Buffer | undefined
-  /** The value as put, returned to reads when it is a primitive (an object could be changed by the caller after the put). */
-  readonly decoded?: unknown
+  /**
+   * The encoded value; undefined deletes the key, unless `exact` is set: a
+   * JSON primitive is encoded once at commit (by pendingBytes), however often
+   * a batch overwrites it.
+   */
+  value: Buffer | undefined
+  /** The value as put, returned to reads when `exact` (an object could be changed by the caller after the put). */
+  decoded: unknown
+  /** decoded is a JSON primitive of a JSON state: reads may return it and `codec` encodes it at commit. */
+  exact: boolean
+  codec: Codec<unknown> | undefined
+}
+
+/** The bytes a pending write stores, or undefined for a delete. */
+export function pendingBytes(w: PendingWrite): Buffer | undefined {
+  return w.exact ? encodeWith(w.codec!, w.decoded, describePending) : w.value
+}
+
+const describePending = (): string => 'a pending write'
+
+/** The LevelDB key that a keyId stands for. */
+export function keyOfId(id: string): Buffer {
+  return Buffer.from(id, 'latin1')
 }
 
 export interface ByteRange {
@@ -59,8 +87,30 @@ export interface MapView<V, K, S> {
   clear(key: K): Promise<void>
 }
 
-// latin1 maps each byte to one UTF-16 unit: a cheap, collision-free map key.
+// latin1 maps each byte to one UTF-16 unit: a collision-free map key, and
+// for an ASCII string key it is the key itself behind the state's prefix, so
+// the hot path builds no Buffer (see idOf).
 const bufferId = (b: Buffer): string => b.toString('latin1')
+
+/** The id of key bytes `rest` behind `prefixId` without building a Buffer when `key` is ASCII, else undefined. */
+function asciiId(prefixId: string, key: unknown, max: number): string | undefined {
+  if (typeof key !== 'string' || key.length === 0 || key.length > max) return undefined
+  for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) > 0x7f) return undefined
+  return prefixId + key
+}
+
+/** Most string-key ids the store keeps per state (TransactionHost.keyIds); the map starts over when full. */
+const MAX_KEY_IDS = 16_384
+
+export interface TransactionOptions {
+  /**
+   * A transaction whose commit has begun. Until that commit completes this
+   * one reads its writes, and this one's commit waits for it and fails
+   * (writing nothing) if it failed: the next batch of a stream can be
+   * processed while the previous one is written.
+   */
+  after?: Transaction
+}
 
 /**
  * A unit of work on a partition store. Reads see the transaction's own writes;
@@ -78,9 +128,18 @@ export class Transaction {
   /** Views are made once per state: a handler asks for one per event. */
   readonly #views = new Map<StateDefinition, ValueView<unknown, never> | MapView<unknown, never, never>>()
   #state: 'open' | 'committing' | 'done' = 'open'
+  /** The transaction this one follows (TransactionOptions.after) until this one commits. */
+  #after: Transaction | undefined
+  /** The latest commit attempt. */
+  #committed: Promise<void> | undefined
 
-  constructor(host: TransactionHost) {
+  constructor(host: TransactionHost, options: TransactionOptions = {}) {
     this.#host = host
+    const after = options.after
+    if (after !== undefined) {
+      if (!(after instanceof Transaction) || after.#committed === undefined) throw new TypeError('options.after must be a transaction whose commit has begun')
+      this.#after = after
+    }
   }
 
   /** Number of pending writes. */
@@ -98,12 +157,34 @@ export class Transaction {
     const cached = this.#views.get(def as StateDefinition)
     if (cached !== undefined) return cached as unknown as ValueView<V, K>
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
-    const keyOf = (key: K): Buffer => Buffer.concat([def.prefix, keyBytes(key, `key of state ${def.name}`, this.#host.maxKeyBytes)])
+    const max = this.#host.maxKeyBytes
+    const prefixId = bufferId(def.prefix)
+    // Ids of string keys are kept by the store: a lookup by the key costs
+    // less than building (and hashing) the id again.
+    const ids = this.#host.keyIds(def as StateDefinition)
+    const idOf = (key: K): string => {
+      if (typeof key !== 'string') return prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+      let id = ids.get(key)
+      if (id === undefined) {
+        id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+        if (ids.size >= MAX_KEY_IDS) ids.clear()
+        ids.set(key, id)
+      }
+      return id
+    }
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
+    const json = def.codec.name === 'json'
     const view: ValueView<V, K> = {
-      get: async (key) => this.#get(def, keyOf(key), what(key)),
-      put: (key, value) => this.#put(keyOf(key), encodeWith(def.codec, value, what(key)), value),
-      delete: (key) => this.#put(keyOf(key), undefined),
+      get: (key) => {
+        try {
+          const r = this.#get(def, json, idOf(key), what, key)
+          return r instanceof Promise ? r : Promise.resolve(r)
+        } catch (err) {
+          return Promise.reject(err)
+        }
+      },
+      put: (key, value) => this.#putValue(def, json, idOf(key), value, what, key),
+      delete: (key) => this.#put(idOf(key), undefined, undefined, undefined),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
     this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
@@ -118,29 +199,52 @@ export class Transaction {
     if (def.kind !== 'map') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${(def as StateDefinition).kind} state; use tx.value()`)
     const max = this.#host.maxKeyBytes
     const baseOf = (key: K): Buffer => mapKeyPrefix(def.prefix, keyBytes(key, `key of state ${def.name}`, max))
-    const keyOf = (key: K, sub: S): Buffer => Buffer.concat([baseOf(key), keyBytes(sub, `sub-key of state ${def.name}`, max)])
-    const what = (key: K, sub: S) => (): string => `state ${def.name} key ${describeKey(key)} sub-key ${describeKey(sub)}`
+    const idOf = (pair: readonly [K, S]): string => bufferId(baseOf(pair[0])) + (asciiId('', pair[1], max) ?? bufferId(keyBytes(pair[1], `sub-key of state ${def.name}`, max)))
+    const what = (pair: readonly [K, S]) => (): string => `state ${def.name} key ${describeKey(pair[0])} sub-key ${describeKey(pair[1])}`
+    const json = def.codec.name === 'json'
     const view: MapView<V, K, S> = {
-      get: async (key, sub) => this.#get(def, keyOf(key, sub), what(key, sub)),
-      put: (key, sub, value) => this.#put(keyOf(key, sub), encodeWith(def.codec, value, what(key, sub)), value),
-      delete: (key, sub) => this.#put(keyOf(key, sub), undefined),
+      get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, idOf(pair), what, pair) }),
+      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, idOf(pair), value, what, pair) },
+      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, undefined),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
         const base = baseOf(key)
         const range: ByteRange = { gte: base, lt: prefixEnd(base), reverse: false }
-        for await (const [k] of this.#merged(range)) this.#put(k, undefined)
+        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, undefined)
       },
     }
     this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
     return view
   }
 
-  /** Writes every change and the new positions in one atomic batch. */
-  async commit(position?: Position | readonly Position[], options: CommitOptions = {}): Promise<void> {
-    this.#checkOpen()
-    const positions = position === undefined ? [] : Array.isArray(position) ? [...position] : [position as Position]
-    this.#state = 'committing'
+  /**
+   * Writes every change and the new positions in one atomic batch; with
+   * TransactionOptions.after, once that transaction has committed.
+   */
+  commit(position?: Position | readonly Position[], options: CommitOptions = {}): Promise<void> {
     try {
+      this.#checkOpen()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    this.#state = 'committing'
+    this.#committed = this.#commit(position, options)
+    return this.#committed
+  }
+
+  async #commit(position: Position | readonly Position[] | undefined, options: CommitOptions): Promise<void> {
+    try {
+      const after = this.#after
+      if (after !== undefined) {
+        try {
+          // The latest attempt: a retried commit of `after` counts.
+          await after.#committed
+        } catch (cause) {
+          throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `the commit of the transaction this one follows failed, so nothing of this one was written: ${(cause as Error)?.message ?? cause}`, { cause })
+        }
+        this.#after = undefined
+      }
+      const positions = position === undefined ? [] : Array.isArray(position) ? [...position] : [position as Position]
       await this.#host.commitBatch(this.#writes, positions, options)
       this.#state = 'done'
       this.#writes.clear()
@@ -155,20 +259,61 @@ export class Transaction {
   /** Drops every pending write. */
   abort(): void {
     this.#writes.clear()
+    this.#after = undefined
     this.#state = 'done'
   }
 
-  async #get<V>(def: { codec: Codec<V> }, key: Buffer, what: () => string): Promise<V | undefined> {
-    const pending = this.#writes.get(bufferId(key))
-    if (pending !== undefined && def.codec.name === 'json' && jsonExact(pending.decoded)) return pending.decoded as V
-    let bytes = pending !== undefined ? pending.value : this.#host.read(key)
-    if (bytes instanceof Promise) bytes = await bytes
-    return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what)
+  /** A write of this transaction or, while they commit, of those it follows. */
+  #pending(id: string): PendingWrite | undefined {
+    const own = this.#writes.get(id)
+    if (own !== undefined) return own
+    for (let t = this.#after; t !== undefined; t = t.#after) {
+      const w = t.#writes.get(id)
+      if (w !== undefined) return w
+    }
+    return undefined
   }
 
-  #put(key: Buffer, value: Buffer | undefined, decoded?: unknown): void {
+  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
+    const pending = this.#pending(id)
+    if (pending !== undefined) {
+      if (pending.exact && json) return pending.decoded as V
+      return pending.value === undefined ? undefined : decodeWith(def.codec, pending.value, what(q))
+    }
+    if (json) {
+      const hit = this.#host.cached(id)
+      if (hit !== NOT_CACHED) return hit as V | undefined
+    }
+    const bytes = this.#host.read(keyOfId(id))
+    if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
+    const value = bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
+    // Same tick as the read: a commit that completes later overwrites it.
+    if (json && (value === undefined || jsonExact(value))) this.#host.remember(id, value)
+    return value
+  }
+
+  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, value: V, what: (q: Q) => () => string, q: Q): void {
+    // A JSON primitive cannot fail to encode and cannot change: it is encoded
+    // once at commit (pendingBytes) instead of at every put.
+    if (json && jsonExact(value)) this.#put(id, undefined, value, def.codec as Codec<unknown>)
+    else this.#put(id, encodeWith(def.codec, value, what(q)), value, undefined)
+  }
+
+  /** `lazy`: the codec that encodes `decoded` at commit (a JSON primitive); `value` is then unused. */
+  #put(id: string, value: Buffer | undefined, decoded: unknown, lazy: Codec<unknown> | undefined): void {
     this.#checkOpen()
-    this.#writes.set(bufferId(key), { key, value, decoded })
+    const exact = lazy !== undefined
+    // Overwritten in place: only this transaction's own map holds it, and
+    // only while it is open.
+    const w = this.#writes.get(id)
+    if (w === undefined) {
+      this.#writes.set(id, { value, decoded, exact, codec: lazy })
+    } else {
+      w.value = value
+      w.decoded = decoded
+      w.exact = exact
+      w.codec = lazy
+    }
   }
 
   async *#entries<V, K>(
@@ -210,7 +355,16 @@ export class Transaction {
   async *#merged(range: ByteRange): AsyncGenerator<[Buffer, Buffer]> {
     const dir = range.reverse ? -1 : 1
     const inRange = (k: Buffer): boolean => Buffer.compare(k, range.gte) >= 0 && (range.lt === undefined || Buffer.compare(k, range.lt) < 0)
-    const overlay = [...this.#writes.values()].filter((w) => inRange(w.key)).sort((a, b) => dir * Buffer.compare(a.key, b.key))
+    // Writes of the transactions this one follows (while they commit), the newest laid last.
+    const older: Transaction[] = []
+    for (let t = this.#after; t !== undefined; t = t.#after) older.unshift(t)
+    const writes = older.length === 0 ? this.#writes : new Map([...older, this].flatMap((t) => [...t.#writes]))
+    const overlay: Array<{ key: Buffer; value: Buffer | undefined }> = []
+    for (const [id, w] of writes) {
+      const key = keyOfId(id)
+      if (inRange(key)) overlay.push({ key, value: pendingBytes(w) })
+    }
+    overlay.sort((a, b) => dir * Buffer.compare(a.key, b.key))
     let i = 0
     for await (const [k, v] of this.#host.scan(range)) {
       while (i < overlay.length && dir * Buffer.compare(overlay[i]!.key, k) < 0) {
@@ -234,6 +388,16 @@ export class Transaction {
     if (this.#state !== 'open') {
       throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', this.#state === 'done' ? 'transaction already committed or aborted' : 'transaction is committing')
     }
+  }
+}
+
+/** Runs a read and turns a synchronous result or throw into a promise, without an async function's extra tick. */
+function settle<T>(read: () => T | Promise<T>): Promise<T> {
+  try {
+    const r = read()
+    return r instanceof Promise ? r : Promise.resolve(r)
+  } catch (err) {
+    return Promise.reject(err)
   }
 }
 

@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { ClassicLevel } from 'classic-level'
 import { describe, expect, it } from 'vitest'
 import {
   FsSnapshotStore, PartitionProcessor, PartitionStore, openFileLog, restoreToPoint, type FileLog, type Progress,
@@ -160,6 +161,78 @@ describe('point-in-time restore', () => {
     await expect(restoreToPoint<Sale>({ job: 'sales-job', topic: TOPIC, partition: 0, log, states: [totals], handler: addSale, target: { offset: 1n }, path }))
       .rejects.toThrow(/must not exist or be empty/)
     await live.close()
+    await log.close()
+  })
+})
+
+describe('PartitionProcessor batches', () => {
+  it('a commit that fails while the next batch is processed stops the partition; that batch and the next are not written', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(dir, log, snapshots)
+    await p.start()
+    // Fault injection: the third commit's LevelDB batch (events 200..299) fails.
+    const original = ClassicLevel.prototype.batch
+    let calls = 0
+    ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
+      if (args.length > 0 && ++calls === 3) return Promise.reject(new Error('injected: disk full'))
+      return (original as (...a: unknown[]) => unknown).apply(this, args)
+    } as typeof original
+    const commits: bigint[] = []
+    p.on('commit', ({ offset }) => commits.push(offset))
+    try {
+      await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+    } finally {
+      ClassicLevel.prototype.batch = original
+    }
+    expect(commits).toEqual([99n, 199n])
+    const store = await PartitionStore.open({ path: join(dir, 'store'), states: [totals] })
+    expect(store.position(TOPIC, 0)).toBe(199n)
+    expect(await readTotals(store)).toEqual(fold(199))
+    await store.close()
+
+    const again = processor(dir, log, snapshots)
+    await again.start()
+    expect(await again.catchUp()).toBe(800)
+    expect(await readTotals(again.store)).toEqual(fold(999))
+    await again.close()
+    await log.close()
+  })
+
+  it('the replay (first catchUp after start) commits every replayBatchSize events, later ones every batchSize', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(dir, log, snapshots, { batchSize: 100, replayBatchSize: 300 })
+    expect(p.options).toMatchObject({ batchSize: 100, replayBatchSize: 300 })
+    const sizes: number[] = []
+    p.on('commit', ({ events }) => sizes.push(events))
+    await p.start()
+    expect(await p.catchUp({ end: 800n })).toBe(800)
+    expect(sizes).toEqual([300, 300, 200])
+    sizes.length = 0
+    expect(await p.catchUp()).toBe(200)
+    expect(sizes).toEqual([100, 100])
+    expect(await readTotals(p.store)).toEqual(fold(999))
+    await p.close()
+    await log.close()
+    expect(new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined, batchSize: 50 }).options.replayBatchSize).toBe(50)
+    expect(new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined }).options.replayBatchSize).toBe(10_000)
+    expect(() => new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined, replayBatchSize: 0 })).toThrow(/replayBatchSize/)
+  })
+
+  it('a synchronous handler is applied without an await per event', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 500)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const seen: bigint[] = []
+    const p = processor(dir, log, snapshots, { handler: (tx, sale, ctx) => { seen.push(ctx.offset); tx.value(totals).put(`last-${sale.key}`, sale.amount) } })
+    await p.start()
+    expect(await p.catchUp()).toBe(500)
+    expect(seen).toHaveLength(500)
+    expect(p.offset).toBe(499n)
+    await p.close()
     await log.close()
   })
 })

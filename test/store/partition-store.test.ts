@@ -405,3 +405,155 @@ describe('opening', () => {
     expect(await store.transaction().value(counts).get('b')).toBe(2)
   })
 })
+
+/** Fault injection: wraps ClassicLevel.prototype.batch for the next call only; returns the restore function. */
+function wrapNextBatch(replace: (original: () => Promise<void>) => Promise<void>): () => void {
+  const original = ClassicLevel.prototype.batch
+  let calls = 0
+  ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
+    const call = (): Promise<void> => (original as (...a: unknown[]) => Promise<void>).apply(this, args)
+    return calls++ === 0 && args.length > 0 ? replace(call) : call()
+  } as typeof original
+  return () => { ClassicLevel.prototype.batch = original }
+}
+
+describe('a transaction that follows a committing one (TransactionOptions.after)', () => {
+  it('reads the writes of the committing one and commits after it', async () => {
+    const store = await openStore({ path: tempDir() })
+    let release!: () => void
+    const held = new Promise<void>((resolve) => { release = resolve })
+    const restore = wrapNextBatch(async (write) => { await held; await write() })
+    try {
+      const first = store.transaction()
+      first.value(counts).put('a', 1)
+      first.value(counts).put('gone', 9)
+      const firstDone = first.commit({ topic: T, partition: 0, offset: 9n })
+      const next = store.transaction({ after: first })
+      expect(await next.value(counts).get('a')).toBe(1)
+      next.value(counts).put('a', 2)
+      next.value(counts).delete('gone')
+      expect(await all(next.value(counts).entries())).toEqual([['a', 2]])
+      const nextDone = next.commit({ topic: T, partition: 0, offset: 19n })
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      // Neither is written while the first is held.
+      expect(store.position(T, 0)).toBeUndefined()
+      expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+      release()
+      await Promise.all([firstDone, nextDone])
+    } finally {
+      restore()
+    }
+    expect(store.position(T, 0)).toBe(19n)
+    expect(await store.transaction().value(counts).get('a')).toBe(2)
+    expect(await store.transaction().value(counts).get('gone')).toBeUndefined()
+  })
+
+  it('fails and writes nothing when the commit it follows failed; both commit once that one is retried', async () => {
+    const path = tempDir()
+    const store = await openStore({ path })
+    const restore = wrapNextBatch(() => Promise.reject(new Error('injected: disk full')))
+    let first: ReturnType<PartitionStore['transaction']>
+    let next: ReturnType<PartitionStore['transaction']>
+    try {
+      first = store.transaction()
+      first.value(counts).put('a', 1)
+      const firstDone = first.commit({ topic: T, partition: 0, offset: 9n })
+      next = store.transaction({ after: first })
+      expect(await next.value(counts).get('a')).toBe(1)
+      next.value(counts).put('b', 2)
+      const nextErr = await next.commit({ topic: T, partition: 0, offset: 19n }).catch((e: unknown) => e)
+      expect(await firstDone.catch((e: unknown) => e)).toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+      expect(nextErr).toBeInstanceOf(TidemarkError)
+      expect(nextErr).toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED', cause: { code: 'TIDEMARK_COMMIT_FAILED' } })
+    } finally {
+      restore()
+    }
+    // Nothing of either is visible, in this store (its value cache included) or after a reopen.
+    expect(store.position(T, 0)).toBeUndefined()
+    expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+    expect(await store.transaction().value(counts).get('b')).toBeUndefined()
+    await store.close()
+    const reopened = await openStore({ path })
+    expect(await all(reopened.transaction().value(counts).entries())).toEqual([])
+    expect(reopened.positions()).toEqual([])
+  })
+
+  it('commits after a retried commit of the one it follows', async () => {
+    const store = await openStore({ path: tempDir() })
+    const restore = wrapNextBatch(() => Promise.reject(new Error('injected: disk full')))
+    const first = store.transaction()
+    const next = store.transaction({ after: (first.value(counts).put('a', 1), first.commit(), first) })
+    try {
+      next.value(counts).put('b', 2)
+      await expect(next.commit()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+    } finally {
+      restore()
+    }
+    await first.commit({ topic: T, partition: 0, offset: 0n })
+    await next.commit({ topic: T, partition: 0, offset: 1n })
+    expect(await store.transaction().value(counts).get('a')).toBe(1)
+    expect(await store.transaction().value(counts).get('b')).toBe(2)
+    expect(store.position(T, 0)).toBe(1n)
+  })
+
+  it('refuses to follow a transaction whose commit has not begun', async () => {
+    const store = await openStore({ path: tempDir() })
+    expect(() => store.transaction({ after: store.transaction() })).toThrow(TypeError)
+  })
+})
+
+describe('value cache', () => {
+  it('follows commits, deletes and objects, and serves only primitives', async () => {
+    const store = await openStore({ path: tempDir() })
+    const docs = valueState<{ n: number }>('docs')
+    const withDocs = await openStore({ path: tempDir(), states: [counts, docs] })
+    const put = store.transaction()
+    put.value(counts).put('a', 1)
+    await put.commit()
+    expect(await store.transaction().value(counts).get('a')).toBe(1) // from the cache
+    const del = store.transaction()
+    del.value(counts).delete('a')
+    await del.commit()
+    expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+    const aborted = store.transaction()
+    aborted.value(counts).put('a', 3)
+    aborted.abort()
+    expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+    const tx = withDocs.transaction()
+    const doc = { n: 1 }
+    tx.value(docs).put('x', doc)
+    await tx.commit()
+    doc.n = 2 // a caller changing the object after the put changes nothing stored
+    const read = await withDocs.transaction().value(docs).get('x')
+    expect(read).toEqual({ n: 1 })
+    read!.n = 5 // nor does a caller changing what it read
+    expect(await withDocs.transaction().value(docs).get('x')).toEqual({ n: 1 })
+  })
+
+  it('is bounded by valueCacheBytes and can be turned off', async () => {
+    for (const valueCacheBytes of [0, 1000]) {
+      const store = await openStore({ path: tempDir(), valueCacheBytes })
+      const tx = store.transaction()
+      for (let i = 0; i < 100; i++) tx.value(counts).put(`k${i}`, i)
+      await tx.commit()
+      const read = store.transaction()
+      for (let i = 0; i < 100; i++) expect(await read.value(counts).get(`k${i}`)).toBe(i)
+    }
+    await expect(openStore({ path: tempDir(), valueCacheBytes: -1 })).rejects.toThrow(/valueCacheBytes/)
+  })
+
+  it('non-ASCII and byte keys address the same entries as they did', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('café', 1)
+    tx.value(counts).put('ü', 2)
+    await tx.commit()
+    const read = store.transaction()
+    expect(await read.value(counts).get('café')).toBe(1)
+    expect(await all(read.value(counts).entries())).toEqual([['café', 1], ['ü', 2]])
+    const bytes = store.transaction()
+    bytes.value(counts).put(Buffer.from('café', 'utf8') as unknown as string, 7)
+    expect(await bytes.value(counts).get('café')).toBe(7)
+    expect(bytes.size).toBe(1)
+  })
+})
