@@ -21,7 +21,12 @@ export function jsonCodec<T = unknown>(): Codec<T> {
       return Buffer.from(text, 'utf8')
     },
     decode(bytes: Uint8Array): T {
-      return JSON.parse(textDecoder.decode(bytes)) as T
+      // Buffer's own UTF-8 decoding is several times cheaper than a fatal
+      // TextDecoder on the read path; it replaces invalid sequences instead of
+      // throwing, so check for the replacement character and only then take
+      // the strict decoder to name the problem.
+      const text = Buffer.isBuffer(bytes) ? bytes.toString('utf8') : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')
+      return JSON.parse(text.includes('\ufffd') ? textDecoder.decode(bytes) : text) as T
     },
   }
 }
