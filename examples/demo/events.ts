@@ -2,7 +2,7 @@
  * The demo's event stream: deterministic, so that the verifier can rebuild it
  * without touching anything the worker used.
  */
-export const KEYS = 1000
+export const KEYS = 50_000
 
 export interface DemoEvent {
   key: string

@@ -127,6 +127,10 @@ try {
     seconds: Math.round(performance.now() - t0) / 1000,
   }
   console.log(`snapshots: ${snapshots.length} (${full.length} full: ${mb(summary.bytesUploadedFull)}; ${incremental.length} incremental: ${mb(summary.bytesUploadedIncremental)})`)
+  // A small, hot state is rewritten by LevelDB's compactions between two
+  // snapshots, so the compaction policy often takes a full one: say why.
+  const reasons = [...new Set(full.map((s) => s.fullReason))].join(', ')
+  if (full.length > 0) console.log(`  full snapshots because: ${reasons} (see docs/snapshots.md, "compact points")`)
   console.log(`restore: ${summary.restoreMs} ms, ${mb(summary.bytesDownloaded as number)} downloaded; events replayed (processed by owner 1 after the snapshot): ${summary.eventsReplayed}`)
   console.log(JSON.stringify(summary))
   if (mismatch) {

@@ -22,7 +22,7 @@ const processor = new PartitionProcessor<DemoEvent>({
   snapshots: { store: snapshots, retain: 3, schedule: { intervalMs: 0, everyEvents: target.snapshotEvery, everyBytes: 0 } },
 })
 processor.on('commit', ({ offset, events }) => say({ type: 'commit', offset, events }))
-processor.on('snapshot', (s) => say({ type: 'snapshot', id: s.id, full: s.full, bytesUploaded: s.bytesUploaded, bytesTotal: s.bytesTotal, stallMs: s.stallMs, offset: s.positions[0]?.offset }))
+processor.on('snapshot', (s) => say({ type: 'snapshot', id: s.id, full: s.full, fullReason: s.fullReason, bytesUploaded: s.bytesUploaded, bytesTotal: s.bytesTotal, stallMs: s.stallMs, offset: s.positions[0]?.offset }))
 processor.on('snapshot-failed', (e) => say({ type: 'snapshot-failed', message: (e as Error).message }))
 processor.on('progress', (p) => { if (p.final) say({ type: 'progress', ...p }) })
 const started = await processor.start()
