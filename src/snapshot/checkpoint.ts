@@ -34,20 +34,16 @@ export interface Checkpoint {
  * reopened, outside the stall.
  */
 export async function takeCheckpoint(store: PartitionStore, parent: string): Promise<Checkpoint> {
-  await mkdir(parent, { recursive: true })
   const dir = join(parent, `ckpt-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`)
-  await mkdir(dir)
   let positions: Position[] = []
   let current = ''
   let started = performance.now()
   try {
+    await mkdir(dir, { recursive: true })
     // Commits go on during the flush; the stall starts at quiesce().
     await store.flush()
     started = performance.now()
-    let f0 = 0
-    let f1 = 0
     await store.quiesce(async (path) => {
-      f0 = performance.now()
       positions = store.positions()
       current = await readFile(join(path, 'CURRENT'), 'utf8')
       const manifest = manifestFromCurrent(current)
@@ -60,11 +56,9 @@ export async function takeCheckpoint(store: PartitionStore, parent: string): Pro
       }
       work.push(copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT')))
       await Promise.all(work)
-      f1 = performance.now()
     })
-    if (process.env.CKPT_DEBUG) console.error(`close ${(f0 - started).toFixed(1)} fn ${(f1 - f0).toFixed(1)} reopen ${(performance.now() - f1).toFixed(1)}`)
   } catch (err) {
-    await rm(dir, { recursive: true, force: true })
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined)
     if (isTidemarkError(err, 'TIDEMARK_STORE_CLOSED') || isTidemarkError(err, 'TIDEMARK_STORE_OPEN_FAILED')) throw err
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} failed: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
@@ -72,7 +66,7 @@ export async function takeCheckpoint(store: PartitionStore, parent: string): Pro
   try {
     return { dir, positions, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current))) }
   } catch (err) {
-    await rm(dir, { recursive: true, force: true })
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined)
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} is incomplete: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
 }

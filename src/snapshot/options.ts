@@ -16,7 +16,7 @@ export const SNAPSHOT_DEFAULTS = Object.freeze({
 
 export const RESTORE_DEFAULTS = Object.freeze({
   downloadConcurrency: 6,
-  rangeBytes: 32 * MiB,
+  rangeBytes: 128 * MiB,
   useLocal: true,
   allowEmpty: false,
   fsync: true,

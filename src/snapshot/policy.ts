@@ -5,14 +5,16 @@
  * visit more objects. A full snapshot (every file uploaded again) resets
  * both. It is written when:
  *
- *  - there is no earlier snapshot to build on, or the caller asks for one;
+ *  - there is no earlier snapshot to build on (first), the caller asks for
+ *    one (requested), or no file of the kept snapshots is still live
+ *    (nothing-shared: the snapshot is full without being asked);
  *  - amplification: the objects the new snapshot would reference (old ones
  *    plus its own new data) add up to more than `maxAmplification` times the
  *    live state;
  *  - chain length: the new snapshot would reference objects of more than
  *    `maxChainLength` snapshots (itself included).
  */
-export type FullReason = 'first' | 'requested' | 'amplification' | 'chain-length'
+export type FullReason = 'first' | 'requested' | 'nothing-shared' | 'amplification' | 'chain-length'
 
 export interface CompactionInput {
   forceFull: boolean
@@ -43,7 +45,8 @@ export function planCompaction(input: CompactionInput): CompactionDecision {
   const amplification = retainedBytes / Math.max(input.stateBytes, 1)
   const decide = (reason: FullReason | undefined): CompactionDecision => (reason === undefined ? { full: false, amplification, chainLength } : { full: true, reason, amplification, chainLength })
   if (input.forceFull) return decide('requested')
-  if (!input.hasParent || objects.size === 0) return decide('first')
+  if (!input.hasParent) return decide('first')
+  if (objects.size === 0) return decide('nothing-shared')
   if (amplification > input.maxAmplification) return decide('amplification')
   if (chainLength > input.maxChainLength) return decide('chain-length')
   return decide(undefined)

@@ -27,7 +27,7 @@ export interface RestoreOptions {
   allowEmpty?: boolean
   /** Byte ranges downloaded at once. Default 6. */
   downloadConcurrency?: number
-  /** Largest byte range one request reads (consecutive files are read in one range up to this size). Default 32 MiB. */
+  /** Largest byte range one request reads (consecutive files are read in one range up to this size). Default 128 MiB. */
   rangeBytes?: number
   /** fsync every restored file before it is moved into place. Default true. */
   fsync?: boolean
@@ -54,7 +54,7 @@ export interface SkippedSnapshot {
 
 export type RestoreEvent =
   | { type: 'snapshot-skipped'; skipped: SkippedSnapshot }
-  | { type: 'snapshot-selected'; id: string; key: string; bytesTotal: number; files: number }
+  | { type: 'snapshot-restoring'; id: string; key: string; bytesTotal: number; files: number }
   | { type: 'local-store-used'; positions: Position[]; reason: string }
   | { type: 'local-store-replaced'; reason: string }
 
@@ -245,7 +245,7 @@ async function download(
 ): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number }> {
   const runs = planRuns(manifest, settings.rangeBytes)
   const bytesTotal = runs.reduce((sum, r) => sum + (r.end - r.start), 0)
-  emit({ type: 'snapshot-selected', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
+  emit({ type: 'snapshot-restoring', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
 
   // Missing and short objects are found with a HEAD each, before any download.
   const needed = new Map<string, number>()

@@ -352,7 +352,15 @@ export class Snapshotter {
     this.#checkFence(refs)
     const ifNoneMatch = this.snapshotStore.capabilities.conditionalPut
     try {
-      await this.snapshotStore.put(key, body, { contentLength: body.byteLength, ifNoneMatch })
+      try {
+        await this.snapshotStore.put(key, body, { contentLength: body.byteLength, ifNoneMatch })
+      } catch (err) {
+        // A store may bound create-only bodies (S3: one request of at most
+        // partSize). Fencing is an addition, not what correctness rests on:
+        // the epoch check above and unique sequences still hold.
+        if (!(ifNoneMatch && err instanceof RangeError)) throw err
+        await this.snapshotStore.put(key, body, { contentLength: body.byteLength })
+      }
     } catch (err) {
       if (isTidemarkError(err, 'TIDEMARK_DFS_OBJECT_EXISTS')) {
         // A retry of our own put whose first answer was lost finds our manifest there.

@@ -2,8 +2,10 @@
 // data, and a digest of everything LevelDB holds, to compare a restored store
 // with the one that was snapshotted.
 import { createHash } from 'node:crypto'
+import { readdir } from 'node:fs/promises'
 import { ClassicLevel } from 'classic-level'
-import { PartitionStore, rawCodec, valueState } from '../../src/index.js'
+import { join } from 'node:path'
+import { FsSnapshotStore, PartitionStore, rawCodec, Snapshotter, valueState, type SnapshotterOptions } from '../../src/index.js'
 
 export const kv = valueState('kv', { codec: rawCodec() })
 export const TOPIC = 'events'
@@ -76,7 +78,6 @@ export async function storeDigest(store: PartitionStore): Promise<{ sha256: stri
  * snapshotter and not a compaction that a bulk load left running.
  */
 export async function waitForCompactions(path: string, quietMs = 1500, maxMs = 60_000): Promise<void> {
-  const { readdir } = await import('node:fs/promises')
   const tables = async (): Promise<string> => (await readdir(path)).filter((n) => n.endsWith('.ldb')).sort().join(',')
   const deadline = performance.now() + maxMs
   let last = await tables()
@@ -92,4 +93,42 @@ export async function waitForCompactions(path: string, quietMs = 1500, maxMs = 6
     }
   }
   throw new Error(`compactions in ${path} did not settle within ${maxMs} ms`)
+}
+
+export interface Fixture {
+  dir: string
+  store: PartitionStore
+  dfs: FsSnapshotStore
+  snapshotter: Snapshotter
+  /** The next offset to commit. */
+  offset: bigint
+  /** Writes keys [from, to) at `version` and returns the last committed offset. */
+  write(from: number, to: number, version: number): Promise<bigint>
+  close(): Promise<void>
+}
+
+/** A partition store with `keys` keys in a temp dir, a file-system snapshot store beside it, and a Snapshotter. */
+export async function fixture(dir: string, keys: number, options: Partial<SnapshotterOptions> = {}): Promise<Fixture> {
+  const store = await openKvStore(join(dir, 'store'))
+  const dfs = new FsSnapshotStore({ root: join(dir, 'dfs') })
+  const snapshotter = new Snapshotter({ snapshotStore: dfs, partitionStore: store, job: 'job', partition: 0, ...options })
+  const f: Fixture = {
+    dir,
+    store,
+    dfs,
+    snapshotter,
+    offset: 0n,
+    async write(from, to, version) {
+      const last = await writeKeys(store, range(from, to), version, f.offset, 1000)
+      f.offset = last + 1n
+      return last
+    },
+    async close() {
+      await snapshotter.close()
+      await store.close()
+      await dfs.close()
+    },
+  }
+  if (keys > 0) await f.write(0, keys, 1)
+  return f
 }

@@ -34,7 +34,7 @@ describe(`incremental snapshot round trip (${KEYS} keys, file-system store)`, ()
     const last2 = await writeKeys(store, (function* () { for (let i = 0; i < KEYS; i += step) yield i })(), 2, last1 + 1n)
     const second = await snapshotter.takeSnapshot()
     const digest2 = await storeDigest(store)
-    const report = (r: SnapshotResult): string => `${r.id} (${r.full ? `full: ${r.fullReason}` : "incremental"}): ${r.bytesUploaded} of ${r.bytesTotal} bytes uploaded, ${r.files.filter((f) => f.uploaded).length}/${r.files.length} files, stall ${r.stallMs.toFixed(1)} ms, upload ${r.uploadMs.toFixed(0)} ms`
+    const report = (r: SnapshotResult): string => `${r.id} (${r.full ? `full: ${r.fullReason}` : 'incremental'}): ${r.bytesUploaded} of ${r.bytesTotal} bytes uploaded, ${r.files.filter((f) => f.uploaded).length}/${r.files.length} files, stall ${r.stallMs.toFixed(1)} ms, upload ${r.uploadMs.toFixed(0)} ms`
     console.log(`[round-trip] ${KEYS} keys\n  first:  ${report(first)}\n  second: ${report(second)}\n  ratio ${(second.bytesUploaded / first.bytesUploaded).toFixed(4)}`)
 
     expect(first.full).toBe(true)

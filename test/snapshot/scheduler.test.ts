@@ -1,0 +1,109 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterEach, describe, expect, it } from 'vitest'
+import { SnapshotScheduler, TidemarkError, type SnapshotResult } from '../../src/index.js'
+import { tempDir } from '../helpers/tmp.js'
+import { fixture, type Fixture } from './helpers.js'
+
+const open: Array<{ close(): Promise<void> } | SnapshotScheduler> = []
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await ('stop' in o ? o.stop() : o.close())
+})
+
+async function setup(options: ConstructorParameters<typeof SnapshotScheduler>[1]): Promise<{ f: Fixture; scheduler: SnapshotScheduler; results: SnapshotResult[]; errors: unknown[]; maxConcurrent: () => number }> {
+  const f = await fixture(tempDir('tidemark-sched-'), 1000)
+  open.push(f)
+  // Counts how many snapshots overlap, through the one method the scheduler calls.
+  let running = 0
+  let max = 0
+  const take = f.snapshotter.takeSnapshot.bind(f.snapshotter)
+  f.snapshotter.takeSnapshot = async (o) => {
+    max = Math.max(max, ++running)
+    try {
+      return await take(o)
+    } finally {
+      running--
+    }
+  }
+  const results: SnapshotResult[] = []
+  const errors: unknown[] = []
+  const scheduler = new SnapshotScheduler(f.snapshotter, { onSnapshot: (r) => results.push(r), onError: (e) => errors.push(e), ...options })
+  open.push(scheduler)
+  return { f, scheduler, results, errors, maxConcurrent: () => max }
+}
+
+async function until(condition: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = performance.now() + ms
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error('condition not met in time')
+    await sleep(10)
+  }
+}
+
+describe('SnapshotScheduler', () => {
+  it('snapshots when the events committed since the last one reach everyEvents', async () => {
+    const { f, scheduler, results } = await setup({ everyEvents: 100, everyBytes: 0, intervalMs: 0 })
+    scheduler.noteCommit(60, 6000)
+    expect(scheduler.inFlight).toBe(false)
+    expect(scheduler.pending).toEqual({ events: 60, bytes: 6000 })
+    scheduler.noteCommit(50, 5000)
+    expect(scheduler.inFlight).toBe(true)
+    expect(scheduler.pending).toEqual({ events: 0, bytes: 0 })
+    await until(() => results.length === 1)
+    expect(results[0]!.positions).toEqual(f.store.positions())
+  })
+
+  it('snapshots when the bytes committed reach everyBytes, one at a time however fast commits come', async () => {
+    const { f, scheduler, results, errors, maxConcurrent } = await setup({ everyEvents: 0, everyBytes: 1000, intervalMs: 0 })
+    for (let i = 0; i < 40; i++) {
+      await f.write(i * 10, i * 10 + 10, 2)
+      scheduler.noteCommit(10, 600)
+      await sleep(5)
+    }
+    await scheduler.stop()
+    expect(results.length).toBeGreaterThanOrEqual(2)
+    expect(maxConcurrent()).toBe(1)
+    expect(errors).toEqual([])
+  })
+
+  it('snapshots by time only when something was committed since the last snapshot', async () => {
+    const { scheduler, results } = await setup({ intervalMs: 40, everyBytes: 0 })
+    scheduler.start()
+    await sleep(200)
+    expect(results).toEqual([])
+    scheduler.noteCommit(1, 10)
+    await until(() => results.length === 1)
+    await sleep(200)
+    expect(results).toHaveLength(1)
+  })
+
+  it('after a failure gives the counts back and waits retryDelayMs before trying again', async () => {
+    const { f, scheduler, results, errors } = await setup({ everyEvents: 10, everyBytes: 0, intervalMs: 0, retryDelayMs: 300 })
+    const take = f.snapshotter.takeSnapshot.bind(f.snapshotter)
+    let failures = 1
+    f.snapshotter.takeSnapshot = async (o) => {
+      if (failures-- > 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_UPLOAD_FAILED', 'injected')
+      return take(o)
+    }
+    scheduler.noteCommit(10)
+    await until(() => errors.length === 1)
+    expect(errors[0]).toMatchObject({ code: 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED' })
+    expect(scheduler.pending.events).toBe(10)
+    scheduler.noteCommit(5)
+    await sleep(100)
+    expect(scheduler.inFlight).toBe(false)
+    await sleep(250)
+    scheduler.noteCommit(1)
+    await until(() => results.length === 1)
+    expect(scheduler.pending.events).toBe(0)
+  })
+
+  it('stop() waits for the snapshot in flight; trigger() takes one now', async () => {
+    const { scheduler, results } = await setup({ everyBytes: 0, intervalMs: 0 })
+    const triggered = scheduler.trigger()
+    expect(scheduler.trigger()).toBe(triggered)
+    await scheduler.stop()
+    expect(results).toHaveLength(1)
+    expect(await triggered).toBe(results[0])
+    expect(() => new SnapshotScheduler(scheduler.snapshotter, { everyBytes: -1 })).toThrow(RangeError)
+  })
+})
