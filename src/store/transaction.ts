@@ -9,6 +9,7 @@ export interface TransactionHost {
   readonly maxKeyBytes: number
   checkState(def: StateDefinition): void
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined>
+  readText(key: Buffer): string | undefined | Promise<string | undefined>
   /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
   cached(id: string): unknown
   /** Offers the store a committed value just read (in the same tick as the read). */
@@ -284,6 +285,14 @@ export class Transaction {
       const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
     }
+    if (json) {
+      const text = this.#host.readText(keyOfId(id))
+      if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : parseJson<V>(t, what(q))))
+      const value = text === undefined ? undefined : parseJson<V>(text, what(q))
+      // Same tick as the read: a commit that completes later overwrites it.
+      if (value === undefined || jsonExact(value)) this.#host.remember(id, value)
+      return value
+    }
     const bytes = this.#host.read(keyOfId(id))
     if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
     const value = bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
@@ -398,6 +407,15 @@ function settle<T>(read: () => T | Promise<T>): Promise<T> {
     return r instanceof Promise ? r : Promise.resolve(r)
   } catch (err) {
     return Promise.reject(err)
+  }
+}
+
+/** JSON.parse of stored text, failing the way decodeWith does. */
+function parseJson<V>(text: string, what: () => string): V {
+  try {
+    return JSON.parse(text) as V
+  } catch (cause) {
+    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what()}: the json codec could not decode ${Buffer.byteLength(text)} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
   }
 }
 

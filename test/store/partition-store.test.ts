@@ -325,6 +325,19 @@ describe('bad input leaves the store usable and unchanged', () => {
     await expect(other.transaction().value(strict).get('a')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED', message: expect.stringContaining('state counts key "a"') })
   })
 
+  it('stored bytes that are not JSON: TIDEMARK_DECODE_FAILED from a JSON state, and the store stays usable', async () => {
+    const path = tempDir()
+    const rawCounts = valueState('counts', { codec: rawCodec() })
+    const writer = await openStore({ path, states: [rawCounts] })
+    const tx = writer.transaction()
+    tx.value(rawCounts).put('a', Buffer.from('{not json'))
+    await tx.commit()
+    await writer.close()
+    const reader = await openStore({ path })
+    await expect(reader.transaction().value(counts).get('a')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED', message: expect.stringContaining('state counts key "a"') })
+    expect(await reader.transaction().value(counts).get('b')).toBeUndefined()
+  })
+
   it('a closed store refuses every call with TIDEMARK_STORE_CLOSED', async () => {
     const store = await seeded()
     const tx = store.transaction()
