@@ -45,16 +45,21 @@ export async function takeCheckpoint(store: PartitionStore, parent: string): Pro
     started = performance.now()
     await store.quiesce(async (path) => {
       positions = store.positions()
-      current = await readFile(join(path, 'CURRENT'), 'utf8')
+      // CURRENT is copied first and the MANIFEST it names is taken from the
+      // copy, so the pair in the checkpoint always agrees: should anything
+      // switch LevelDB's MANIFEST meanwhile, the copy of the old one fails
+      // loudly (it is deleted) instead of leaving a CURRENT that names a
+      // MANIFEST the snapshot does not hold (seen once under heavy load).
+      await copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT'))
+      current = await readFile(join(dir, 'CURRENT'), 'utf8')
       const manifest = manifestFromCurrent(current)
       const names = await readdir(path)
-      const work: Array<Promise<void>> = []
+      const work: Array<Promise<void>> = [copyFile(join(path, manifest), join(dir, manifest))]
       for (const name of names) {
         const kind = fileKind(name)
         if (kind === 'table') work.push(link(join(path, name), join(dir, name)))
-        else if (kind === 'log' || name === manifest) work.push(copyFile(join(path, name), join(dir, name)))
+        else if (kind === 'log') work.push(copyFile(join(path, name), join(dir, name)))
       }
-      work.push(copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT')))
       await Promise.all(work)
     })
   } catch (err) {
