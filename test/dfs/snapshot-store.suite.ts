@@ -257,9 +257,18 @@ export function snapshotStoreSuite({ name, factory, capabilities }: SnapshotStor
 
     // A capability flag, as in abstract-level's suite: a store without
     // conditional puts (say, an S3-compatible server that ignores If-None-Match)
-    // declares so, and the test above checks that the declaration is true. Both
-    // stores in this repository have the capability, so nothing is skipped here.
-    describe.skipIf(!capabilities.conditionalPut)('ifNoneMatch', () => {
+    // declares so (the test above checks the declaration), and then it must
+    // refuse ifNoneMatch instead of silently overwriting. Nothing is skipped.
+    describe('ifNoneMatch', () => {
+      if (!capabilities.conditionalPut) {
+        it('is refused with a RangeError by a store without conditional puts', async () => {
+          const store = await open()
+          await expect(store.put('fence/manifest', Buffer.from('first'), { ifNoneMatch: true })).rejects.toThrow(RangeError)
+          expect(await store.head('fence/manifest')).toBeUndefined()
+        })
+        return
+      }
+
       it('creates a free key and refuses a taken one, keeping the first object', async () => {
         const store = await open()
         await expect(store.put('fence/manifest', Buffer.from('first'), { ifNoneMatch: true })).resolves.toMatchObject({ size: 5 })
