@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { isTidemarkError } from '../errors.js'
 import { openSnapshotStore } from '../dfs/open.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { collectGarbage } from '../snapshot/gc.js'
 import { listManifests, readManifest } from '../snapshot/catalog.js'
@@ -47,6 +48,17 @@ function int(value: string | undefined, name: string, fallback: number): number 
   return n
 }
 
+/** Opens the snapshot store named by the command's URL argument for the duration of fn. */
+async function withSnapshotStore(url: string | undefined, fn: (store: SnapshotStore) => Promise<unknown>): Promise<number> {
+  const store = await openSnapshotStore(need(url, '<snapshot-store-url>'))
+  try {
+    process.stdout.write(`${json(await fn(store))}\n`)
+  } finally {
+    await store.close()
+  }
+  return 0
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
@@ -72,9 +84,8 @@ export async function main(argv: string[]): Promise<number> {
       }
       return 0
     }
-    case 'snapshots': {
-      const store = await openSnapshotStore(need(arg, '<snapshot-store-url>'))
-      try {
+    case 'snapshots':
+      return withSnapshotStore(arg, async (store) => {
         const layout = new SnapshotLayout(need(values.job, '--job'), need(values.partition, '--partition'))
         const out = []
         for (const ref of await listManifests(store, layout)) {
@@ -85,49 +96,28 @@ export async function main(argv: string[]): Promise<number> {
             out.push({ id: ref.id, unreadable: (err as Error).message })
           }
         }
-        process.stdout.write(`${json(out)}\n`)
-      } finally {
-        await store.close()
-      }
-      return 0
-    }
-    case 'restore': {
-      const store = await openSnapshotStore(need(arg, '<snapshot-store-url>'))
-      try {
-        const result = await restoreSnapshot({
-          snapshotStore: store,
-          job: need(values.job, '--job'),
-          partition: need(values.partition, '--partition'),
-          target: need(values.target, '--target'),
-          ...(values.snapshot === undefined ? {} : { snapshot: values.snapshot }),
-          useLocal: values['no-local'] !== true,
-          allowEmpty: values['allow-empty'] === true,
-          onProgress: (p) => process.stderr.write(`restore ${p.snapshot}: ${p.bytesDownloaded}/${p.bytesTotal} bytes, ${p.filesDone}/${p.filesTotal} files\n`),
-          onEvent: (e) => { if (e.type === 'snapshot-skipped') process.stderr.write(`skipped ${e.skipped.id}: ${e.skipped.message}\n`) },
-        })
-        process.stdout.write(`${json(result)}\n`)
-      } finally {
-        await store.close()
-      }
-      return 0
-    }
-    case 'gc': {
-      const store = await openSnapshotStore(need(arg, '<snapshot-store-url>'))
-      try {
-        const layout = new SnapshotLayout(need(values.job, '--job'), need(values.partition, '--partition'))
-        const result = await collectGarbage(store, layout, {
-          retain: Math.max(1, int(values.retain, '--retain', SNAPSHOT_DEFAULTS.retain)),
-          graceMs: int(values['grace-ms'], '--grace-ms', SNAPSHOT_DEFAULTS.graceMs),
-          now: Date.now(),
-          protect: new Set(),
-          cache: new Map(),
-        })
-        process.stdout.write(`${json(result)}\n`)
-      } finally {
-        await store.close()
-      }
-      return 0
-    }
+        return out
+      })
+    case 'restore':
+      return withSnapshotStore(arg, (store) => restoreSnapshot({
+        snapshotStore: store,
+        job: need(values.job, '--job'),
+        partition: need(values.partition, '--partition'),
+        target: need(values.target, '--target'),
+        ...(values.snapshot === undefined ? {} : { snapshot: values.snapshot }),
+        useLocal: values['no-local'] !== true,
+        allowEmpty: values['allow-empty'] === true,
+        onProgress: (p) => process.stderr.write(`restore ${p.snapshot}: ${p.bytesDownloaded}/${p.bytesTotal} bytes, ${p.filesDone}/${p.filesTotal} files\n`),
+        onEvent: (e) => { if (e.type === 'snapshot-skipped') process.stderr.write(`skipped ${e.skipped.id}: ${e.skipped.message}\n`) },
+      }))
+    case 'gc':
+      return withSnapshotStore(arg, (store) => collectGarbage(store, new SnapshotLayout(need(values.job, '--job'), need(values.partition, '--partition')), {
+        retain: Math.max(1, int(values.retain, '--retain', SNAPSHOT_DEFAULTS.retain)),
+        graceMs: int(values['grace-ms'], '--grace-ms', SNAPSHOT_DEFAULTS.graceMs),
+        now: Date.now(),
+        protect: new Set(),
+        cache: new Map(),
+      }))
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`)
   }
