@@ -13,6 +13,7 @@ export interface CheckpointFile {
   /** Device and inode of the file: with the name and size they identify an immutable table file on this machine. */
   ino: number
   dev: number
+  mtimeMs: number
 }
 
 export interface Checkpoint {
@@ -49,7 +50,8 @@ export async function takeCheckpoint(store: PartitionStore, parent: string): Pro
       // copy, so the pair in the checkpoint always agrees: should anything
       // switch LevelDB's MANIFEST meanwhile, the copy of the old one fails
       // loudly (it is deleted) instead of leaving a CURRENT that names a
-      // MANIFEST the snapshot does not hold (seen once under heavy load).
+      // MANIFEST the snapshot does not hold. (The mismatch once seen in CI
+      // came from the snapshotter's hash cache, see file-hashes.ts.)
       await copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT'))
       current = await readFile(join(dir, 'CURRENT'), 'utf8')
       const manifest = manifestFromCurrent(current)
@@ -108,7 +110,7 @@ async function pruneToLiveSet(dir: string, manifest: string): Promise<{ files: C
       if (info.size !== expected) throw new Error(`table file ${name} is ${info.size} bytes, the MANIFEST says ${expected}`)
       seenTables.add(fileNumber(name))
     }
-    files.push({ name, path, size: info.size, ino: info.ino, dev: info.dev })
+    files.push({ name, path, size: info.size, ino: info.ino, dev: info.dev, mtimeMs: info.mtimeMs })
   }
   if (live !== undefined) {
     const missing = [...live.tables.keys()].filter((n) => !seenTables.has(n))

@@ -15,7 +15,8 @@ import {
   checkBoolean, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS,
 } from './options.js'
 import { planCompaction, type FullReason } from './policy.js'
-import { mapLimit, sha256File } from './util.js'
+import { FileHashCache } from './file-hashes.js'
+import { mapLimit } from './util.js'
 
 export interface SnapshotterOptions {
   /** Where snapshots go. */
@@ -115,7 +116,7 @@ export class Snapshotter {
   /** Parsed manifests by key (they are immutable). */
   readonly #manifests = new Map<string, SnapshotManifest>()
   /** SHA-256 of local table files by name, valid while size, device and inode match (table files never change). */
-  readonly #hashes = new Map<string, { size: number; ino: number; dev: number; sha256: string }>()
+  readonly #hashes = new FileHashCache()
   /** Relative keys of data objects being uploaded; gc() must not take them. */
   readonly #uploading = new Set<string>()
   #inFlight: Promise<unknown> | undefined
@@ -257,7 +258,7 @@ export class Snapshotter {
     const reuse = new Map<string, SnapshotFile>()
     for (const file of checkpoint.files) {
       if (!heldNames.has(`${file.name}\u0000${file.size}`)) continue
-      const match = held.get(`${file.name}\u0000${file.size}\u0000${await this.#sha256(file)}`)
+      const match = held.get(`${file.name}\u0000${file.size}\u0000${await this.#hashes.hash(file)}`)
       if (match !== undefined) reuse.set(file.name, match)
     }
     const stateBytes = checkpoint.files.reduce((sum, f) => sum + f.size, 0)
@@ -293,7 +294,7 @@ export class Snapshotter {
       }))
       for (const file of fresh) {
         const entry = uploaded.get(file.name)!
-        this.#hashes.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, sha256: entry.sha256 })
+        this.#hashes.remember(file, entry.sha256)
       }
 
       const files: SnapshotFileResult[] = checkpoint.files.map((file) => {
@@ -325,7 +326,7 @@ export class Snapshotter {
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
       this.#manifests.set(key, manifest)
-      this.#pruneHashes(checkpoint.files)
+      this.#hashes.retain(checkpoint.files)
       return {
         id,
         key,
@@ -420,19 +421,6 @@ export class Snapshotter {
     const manifest = await readManifest(this.snapshotStore, this.layout, ref)
     this.#manifests.set(ref.key, manifest)
     return manifest
-  }
-
-  async #sha256(file: CheckpointFile): Promise<string> {
-    const cached = this.#hashes.get(file.name)
-    if (cached !== undefined && cached.size === file.size && cached.ino === file.ino && cached.dev === file.dev) return cached.sha256
-    const sha256 = await sha256File(file.path)
-    this.#hashes.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, sha256 })
-    return sha256
-  }
-
-  #pruneHashes(files: readonly CheckpointFile[]): void {
-    const names = new Set(files.map((f) => f.name))
-    for (const name of this.#hashes.keys()) if (!names.has(name)) this.#hashes.delete(name)
   }
 
   /** Checkpoint directories of a process that died mid-snapshot. */

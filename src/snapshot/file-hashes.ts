@@ -1,0 +1,49 @@
+import type { CheckpointFile } from './checkpoint.js'
+import { fileKind } from './leveldb-files.js'
+import { sha256File } from './util.js'
+
+interface Entry { size: number; ino: number; dev: number; mtimeMs: number; sha256: string }
+
+/**
+ * The sha256 of checkpoint files, remembered from one snapshot to the next so
+ * that an unchanged table file is not read again just to learn it is unchanged.
+ *
+ * Only table files are remembered. A checkpoint hard-links them, and LevelDB
+ * never rewrites one, so name + size + device + inode + mtime identify the
+ * bytes. CURRENT, the MANIFEST and the write-ahead logs are fresh copies in
+ * every checkpoint: once the previous checkpoint directory is deleted the file
+ * system may hand its inode numbers to the new copies, and a CURRENT of the
+ * same name, size and inode can name another MANIFEST. Trusting such a match
+ * once made a snapshot reference the previous snapshot's CURRENT; so these
+ * small files are hashed every time.
+ */
+export class FileHashCache {
+  readonly #entries = new Map<string, Entry>()
+
+  async hash(file: CheckpointFile): Promise<string> {
+    const cached = this.#lookup(file)
+    if (cached !== undefined) return cached
+    const sha256 = await sha256File(file.path)
+    this.remember(file, sha256)
+    return sha256
+  }
+
+  /** Records a hash computed elsewhere (while packing the file for upload). */
+  remember(file: CheckpointFile, sha256: string): void {
+    if (fileKind(file.name) !== 'table') return
+    this.#entries.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, mtimeMs: file.mtimeMs, sha256 })
+  }
+
+  /** Forgets every file that is not in `files` (LevelDB deleted it). */
+  retain(files: readonly CheckpointFile[]): void {
+    const names = new Set(files.map((f) => f.name))
+    for (const name of this.#entries.keys()) if (!names.has(name)) this.#entries.delete(name)
+  }
+
+  #lookup(file: CheckpointFile): string | undefined {
+    if (fileKind(file.name) !== 'table') return undefined
+    const e = this.#entries.get(file.name)
+    const same = e !== undefined && e.size === file.size && e.ino === file.ino && e.dev === file.dev && e.mtimeMs === file.mtimeMs
+    return same ? e.sha256 : undefined
+  }
+}
