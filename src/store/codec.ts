@@ -9,9 +9,29 @@ export interface Codec<T> {
 
 const textDecoder = new TextDecoder('utf-8', { fatal: true })
 
+/** Codecs made by jsonCodec(): known by identity, since a custom codec may also call itself 'json'. */
+const JSON_CODECS = new WeakSet<Codec<unknown>>()
+
+/** True for a codec made by jsonCodec(), whose values the store may keep as JSON text. */
+export function isJsonCodec(codec: Codec<unknown>): boolean {
+  return JSON_CODECS.has(codec)
+}
+
+/** JSON.stringify, failing the way encodeWith does. */
+export function jsonText(value: unknown, what: () => string): string {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value)
+  } catch (cause) {
+    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the json codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+  }
+  if (text === undefined) throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the json codec could not encode the value: value of type ${typeof value} has no JSON form`)
+  return text
+}
+
 /** JSON text in UTF-8; the default codec. */
 export function jsonCodec<T = unknown>(): Codec<T> {
-  return {
+  const codec: Codec<T> = {
     name: 'json',
     encode(value: T): Uint8Array {
       // JSON.stringify returns undefined for undefined, functions and symbols:
@@ -29,6 +49,8 @@ export function jsonCodec<T = unknown>(): Codec<T> {
       return JSON.parse(text.includes('\ufffd') ? textDecoder.decode(bytes) : text) as T
     },
   }
+  JSON_CODECS.add(codec as Codec<unknown>)
+  return codec
 }
 
 /** Bytes stored as they are. */

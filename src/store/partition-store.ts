@@ -7,7 +7,7 @@ import {
 import { formatPosition, sourceId, validatePosition, type Position } from './position.js'
 import type { StateDefinition } from './state.js'
 import {
-  keyOfId, NOT_CACHED, pendingBytes, Transaction,
+  keyOfId, NOT_CACHED, pendingValue, Transaction,
   type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost, type TransactionOptions,
 } from './transaction.js'
 
@@ -50,7 +50,12 @@ const CACHE_ENTRY_OVERHEAD = 64
 
 
 type Level = ClassicLevel<Buffer, Buffer>
+type Encoding = 'utf8' | 'buffer'
+type BatchOp = { type: 'put'; key: Buffer | string; value: Buffer | string; keyEncoding?: Encoding; valueEncoding?: Encoding } | { type: 'del'; key: Buffer | string; keyEncoding?: Encoding }
+// Matches strings whose UTF-16 units are all below 0x80.
+const ASCII = /^[^\u0080-\uffff]*$/
 const UTF8_VALUE = Object.freeze({ valueEncoding: 'utf8' as const })
+const UTF8_KEY_VALUE = Object.freeze({ keyEncoding: 'utf8' as const, valueEncoding: 'utf8' as const })
 const FLUSH_RANGE = Buffer.of(0xff)
 const SYNC = Object.freeze({ sync: true })
 type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path'>>>
@@ -79,7 +84,6 @@ export class PartitionStore implements TransactionHost {
   readonly #values = new Map<string, unknown>()
   #valueBytes = 0
   /** By state name: a key's id depends only on the name and the key. */
-  readonly #keyIds = new Map<string, Map<string, string>>()
 
   private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>) {
     this.path = path
@@ -252,11 +256,12 @@ export class PartitionStore implements TransactionHost {
    * A point read that LevelDB returns as a UTF-8 string: for JSON states this
    * skips a Buffer per read, which is most of what a read costs beyond LevelDB.
    */
-  readText(key: Buffer): string | undefined | Promise<string | undefined> {
+  readText(id: string): string | undefined | Promise<string | undefined> {
     this.#checkOpen()
-    if (this.#gate !== undefined) return this.#gate.then(() => this.readText(key))
+    if (this.#gate !== undefined) return this.#gate.then(() => this.readText(id))
     try {
-      return this.#db.getSync<Buffer, string>(key, UTF8_VALUE)
+      // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either.
+      return ASCII.test(id) ? this.#db.getSync<string, string>(id, UTF8_KEY_VALUE) : this.#db.getSync<Buffer, string>(keyOfId(id), UTF8_VALUE)
     } catch (cause) {
       throw this.#translate(cause, 'read')
     }
@@ -272,16 +277,6 @@ export class PartitionStore implements TransactionHost {
   remember(id: string, value: unknown): void {
     if (this.#options.valueCacheBytes === 0 || this.#gate !== undefined || this.#values.has(id)) return
     this.#setValue(id, value === undefined ? ABSENT : value)
-  }
-
-  /** @internal */
-  keyIds(def: StateDefinition): Map<string, string> {
-    let ids = this.#keyIds.get(def.name)
-    if (ids === undefined) {
-      ids = new Map()
-      this.#keyIds.set(def.name, ids)
-    }
-    return ids
   }
 
   /** @internal */
@@ -329,11 +324,16 @@ export class PartitionStore implements TransactionHost {
           }
         }
       }
-      const ops: Array<{ type: 'put'; key: Buffer; value: Buffer } | { type: 'del'; key: Buffer }> = []
+      const ops: BatchOp[] = []
       for (const [id, w] of writes) {
-        const key = keyOfId(id)
-        const value = pendingBytes(w)
-        ops.push(value === undefined ? { type: 'del', key } : { type: 'put', key, value })
+        // An ASCII id is its own UTF-8 key bytes, and a string key or value
+        // is handed to LevelDB without building a Buffer for it.
+        const ascii = ASCII.test(id)
+        const key = ascii ? id : keyOfId(id)
+        const keyEncoding = ascii ? 'utf8' : 'buffer'
+        const value = pendingValue(w)
+        if (value === undefined) ops.push({ type: 'del', key, keyEncoding })
+        else ops.push({ type: 'put', key, keyEncoding, value, valueEncoding: typeof value === 'string' ? 'utf8' : 'buffer' })
       }
       for (const p of checked) ops.push({ type: 'put', key: positionKey(p.topic, p.partition), value: encodeOffset(p.offset) })
       if (ops.length === 0) return
@@ -341,7 +341,9 @@ export class PartitionStore implements TransactionHost {
         // Options only when they differ from the default: abstract-level
         // copies batch options into every operation, which made a 1000-write
         // batch cost ~5 ms of main-thread time instead of ~1 ms (bench/replay).
-        await (this.#options.sync ? this.#db.batch(ops, SYNC) : this.#db.batch(ops))
+        // Per-operation encodings: the typings fix one encoding per database.
+        const mixed = ops as unknown as Array<{ type: 'put'; key: Buffer; value: Buffer }>
+        await (this.#options.sync ? this.#db.batch(mixed, SYNC) : this.#db.batch(mixed))
       } catch (cause) {
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${ops.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
       }

@@ -1,5 +1,5 @@
 import { TidemarkError } from '../errors.js'
-import { decodeWith, encodeWith, type Codec } from './codec.js'
+import { decodeWith, encodeWith, isJsonCodec, jsonText, type Codec } from './codec.js'
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
@@ -9,13 +9,12 @@ export interface TransactionHost {
   readonly maxKeyBytes: number
   checkState(def: StateDefinition): void
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined>
-  readText(key: Buffer): string | undefined | Promise<string | undefined>
+  /** A point read of a JSON state's key, by its id (see keyOfId), as UTF-8 text. */
+  readText(id: string): string | undefined | Promise<string | undefined>
   /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
   cached(id: string): unknown
   /** Offers the store a committed value just read (in the same tick as the read). */
   remember(id: string, value: unknown): void
-  /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
-  keyIds(def: StateDefinition): Map<string, string>
   scan(range: ByteRange): AsyncIterable<[Buffer, Buffer]>
   /** `writes` is keyed by keyId(key). */
   commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void>
@@ -26,24 +25,31 @@ export const NOT_CACHED: unique symbol = Symbol('tidemark.notCached')
 
 export interface PendingWrite {
   /**
-   * The encoded value; undefined deletes the key, unless `exact` is set: a
-   * JSON primitive is encoded once at commit (by pendingBytes), however often
-   * a batch overwrites it.
+   * What the key will hold: bytes, or for a JSON state the JSON text (stored
+   * as UTF-8; kept as a string so that a put builds no Buffer). undefined
+   * deletes the key, unless `exact` is set.
    */
-  value: Buffer | undefined
+  value: Buffer | string | undefined
   /** The value as put, returned to reads when `exact` (an object could be changed by the caller after the put). */
   decoded: unknown
-  /** decoded is a JSON primitive of a JSON state: reads may return it and `codec` encodes it at commit. */
+  /**
+   * decoded is a JSON primitive of a JSON state: reads may return it, and it
+   * is turned into text once at commit (pendingValue), however often a batch
+   * overwrites it.
+   */
   exact: boolean
-  codec: Codec<unknown> | undefined
+}
+
+/** What a pending write stores: bytes, JSON text, or undefined for a delete. */
+export function pendingValue(w: PendingWrite): Buffer | string | undefined {
+  return w.exact ? JSON.stringify(w.decoded) : w.value
 }
 
 /** The bytes a pending write stores, or undefined for a delete. */
 export function pendingBytes(w: PendingWrite): Buffer | undefined {
-  return w.exact ? encodeWith(w.codec!, w.decoded, describePending) : w.value
+  const v = pendingValue(w)
+  return typeof v === 'string' ? Buffer.from(v, 'utf8') : v
 }
-
-const describePending = (): string => 'a pending write'
 
 /** The LevelDB key that a keyId stands for. */
 export function keyOfId(id: string): Buffer {
@@ -99,9 +105,6 @@ function asciiId(prefixId: string, key: unknown, max: number): string | undefine
   for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) > 0x7f) return undefined
   return prefixId + key
 }
-
-/** Most string-key ids the store keeps per state (TransactionHost.keyIds); the map starts over when full. */
-const MAX_KEY_IDS = 16_384
 
 export interface TransactionOptions {
   /**
@@ -160,21 +163,9 @@ export class Transaction {
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const max = this.#host.maxKeyBytes
     const prefixId = bufferId(def.prefix)
-    // Ids of string keys are kept by the store: a lookup by the key costs
-    // less than building (and hashing) the id again.
-    const ids = this.#host.keyIds(def as StateDefinition)
-    const idOf = (key: K): string => {
-      if (typeof key !== 'string') return prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
-      let id = ids.get(key)
-      if (id === undefined) {
-        id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
-        if (ids.size >= MAX_KEY_IDS) ids.clear()
-        ids.set(key, id)
-      }
-      return id
-    }
+    const idOf = (key: K): string => asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
-    const json = def.codec.name === 'json'
+    const json = isJsonCodec(def.codec as Codec<unknown>)
     const view: ValueView<V, K> = {
       get: (key) => {
         try {
@@ -185,7 +176,7 @@ export class Transaction {
         }
       },
       put: (key, value) => this.#putValue(def, json, idOf(key), value, what, key),
-      delete: (key) => this.#put(idOf(key), undefined, undefined, undefined),
+      delete: (key) => this.#put(idOf(key), undefined, undefined, false),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
     this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
@@ -202,16 +193,16 @@ export class Transaction {
     const baseOf = (key: K): Buffer => mapKeyPrefix(def.prefix, keyBytes(key, `key of state ${def.name}`, max))
     const idOf = (pair: readonly [K, S]): string => bufferId(baseOf(pair[0])) + (asciiId('', pair[1], max) ?? bufferId(keyBytes(pair[1], `sub-key of state ${def.name}`, max)))
     const what = (pair: readonly [K, S]) => (): string => `state ${def.name} key ${describeKey(pair[0])} sub-key ${describeKey(pair[1])}`
-    const json = def.codec.name === 'json'
+    const json = isJsonCodec(def.codec as Codec<unknown>)
     const view: MapView<V, K, S> = {
       get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, idOf(pair), what, pair) }),
       put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, idOf(pair), value, what, pair) },
-      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, undefined),
+      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
         const base = baseOf(key)
         const range: ByteRange = { gte: base, lt: prefixEnd(base), reverse: false }
-        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, undefined)
+        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false)
       },
     }
     this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
@@ -278,50 +269,50 @@ export class Transaction {
   #get<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
     const pending = this.#pending(id)
     if (pending !== undefined) {
-      if (pending.exact && json) return pending.decoded as V
-      return pending.value === undefined ? undefined : decodeWith(def.codec, pending.value, what(q))
+      if (pending.exact) return pending.decoded as V
+      const v = pending.value
+      if (v === undefined) return undefined
+      return typeof v === 'string' ? parseJson<V>(v, what(q)) : decodeWith(def.codec, v, what(q))
     }
     if (json) {
       const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
-    }
-    if (json) {
-      const text = this.#host.readText(keyOfId(id))
+      const text = this.#host.readText(id)
       if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : parseJson<V>(t, what(q))))
-      const value = text === undefined ? undefined : parseJson<V>(text, what(q))
-      // Same tick as the read: a commit that completes later overwrites it.
-      if (value === undefined || jsonExact(value)) this.#host.remember(id, value)
+      if (text === undefined) return undefined
+      const value = parseJson<V>(text, what(q))
+      // Only primitives are kept (an object could be changed by the caller),
+      // and only what a read found: keeping misses churned the cache for every
+      // new key of a stream. Same tick as the read, so a commit that completes
+      // later overwrites it.
+      if (jsonExact(value)) this.#host.remember(id, value)
       return value
     }
     const bytes = this.#host.read(keyOfId(id))
     if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
-    const value = bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
-    // Same tick as the read: a commit that completes later overwrites it.
-    if (json && (value === undefined || jsonExact(value))) this.#host.remember(id, value)
-    return value
+    return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
   }
 
   #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, value: V, what: (q: Q) => () => string, q: Q): void {
-    // A JSON primitive cannot fail to encode and cannot change: it is encoded
-    // once at commit (pendingBytes) instead of at every put.
-    if (json && jsonExact(value)) this.#put(id, undefined, value, def.codec as Codec<unknown>)
-    else this.#put(id, encodeWith(def.codec, value, what(q)), value, undefined)
+    if (!json) this.#put(id, encodeWith(def.codec, value, what(q)), value, false)
+    // A JSON primitive cannot fail to encode and cannot change: it is turned
+    // into text once at commit (pendingValue) instead of at every put.
+    else if (jsonExact(value)) this.#put(id, undefined, value, true)
+    else this.#put(id, jsonText(value, what(q)), value, false)
   }
 
-  /** `lazy`: the codec that encodes `decoded` at commit (a JSON primitive); `value` is then unused. */
-  #put(id: string, value: Buffer | undefined, decoded: unknown, lazy: Codec<unknown> | undefined): void {
+  /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. */
+  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean): void {
     this.#checkOpen()
-    const exact = lazy !== undefined
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open.
     const w = this.#writes.get(id)
     if (w === undefined) {
-      this.#writes.set(id, { value, decoded, exact, codec: lazy })
+      this.#writes.set(id, { value, decoded, exact })
     } else {
       w.value = value
       w.decoded = decoded
       w.exact = exact
-      w.codec = lazy
     }
   }
 

@@ -240,6 +240,49 @@ describe('states, keys and codecs', () => {
     expect(await r.value(upper).get('k')).toBe('hello')
   })
 
+  it('a custom codec that calls itself json is used, not taken for the built-in one', async () => {
+    const tagged = valueState<{ n: number }>('tagged', {
+      codec: customCodec({ name: 'json', encode: (v: { n: number }) => Buffer.from(`n=${v.n}`), decode: (b) => ({ n: Number(Buffer.from(b).toString().slice(2)) }) }),
+    })
+    const path = tempDir()
+    const store = await openStore({ path, states: [tagged] })
+    const tx = store.transaction()
+    tx.value(tagged).put('a', { n: 7 })
+    expect(await tx.value(tagged).get('a')).toEqual({ n: 7 })
+    await tx.commit()
+    expect(await store.transaction().value(tagged).get('a')).toEqual({ n: 7 })
+    await store.close()
+    const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+    const stored: string[] = []
+    for await (const [k, v] of db.iterator()) if (k[0] === 0x01) stored.push(v.toString())
+    await db.close()
+    expect(stored).toEqual(['n=7'])
+  })
+
+  it('JSON states store keys and values as UTF-8 bytes, ASCII or not, and read them back exactly', async () => {
+    const notes = valueState<{ text: string } | string>('notes')
+    const path = tempDir()
+    const store = await openStore({ path, states: [notes] })
+    const keys = ['plain', 'caf\u00e9', '\u{1f600}', 'nul\u0000in', '\u007f']
+    const tx = store.transaction()
+    for (const k of keys) tx.value(notes).put(k, { text: `v:${k}` })
+    tx.value(notes).put('prim\u00e9', 'caf\u00e9')
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    const r = store.transaction().value(notes)
+    for (const k of keys) expect(await r.get(k)).toEqual({ text: `v:${k}` })
+    expect(await r.get('prim\u00e9')).toBe('caf\u00e9')
+    const sorted = [...keys, 'prim\u00e9'].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+    expect((await all(r.entries())).map(([k]) => k)).toEqual(sorted)
+    await store.close()
+    // The bytes LevelDB holds: the state prefix, the key's UTF-8, the value's UTF-8 JSON.
+    const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+    const stored = new Map<string, string>()
+    for await (const [k, v] of db.iterator()) if (k[0] === 0x01) stored.set(k.subarray(3 + 'notes'.length).toString('hex'), v.toString('hex'))
+    await db.close()
+    for (const k of keys) expect(stored.get(Buffer.from(k).toString('hex'))).toBe(Buffer.from(JSON.stringify({ text: `v:${k}` })).toString('hex'))
+    expect(stored.get(Buffer.from('prim\u00e9').toString('hex'))).toBe(Buffer.from('"caf\u00e9"').toString('hex'))
+  })
+
   it('metadata documents survive reopen', async () => {
     const path = tempDir()
     const store = await openStore({ path })
