@@ -60,7 +60,7 @@ async function viaRaw(path: string, events: string[], batch: number): Promise<nu
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { events: 300_000, keys: 100_000, batch: 500, rounds: 3 })
+  const opts = intFlags(args, { events: 300_000, keys: 100_000, batch: 500, rounds: 5 })
   const events = makeEvents(opts.events, opts.keys)
   const store: number[] = []
   const raw: number[] = []

@@ -17,18 +17,6 @@ export function isJsonCodec(codec: Codec<unknown>): boolean {
   return JSON_CODECS.has(codec)
 }
 
-/** JSON.stringify, failing the way encodeWith does. */
-export function jsonText(value: unknown, what: () => string): string {
-  let text: string | undefined
-  try {
-    text = JSON.stringify(value)
-  } catch (cause) {
-    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the json codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
-  }
-  if (text === undefined) throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the json codec could not encode the value: value of type ${typeof value} has no JSON form`)
-  return text
-}
-
 /** JSON text in UTF-8; the default codec. */
 export function jsonCodec<T = unknown>(): Codec<T> {
   const codec: Codec<T> = {

@@ -49,13 +49,20 @@ export const STORE_DEFAULTS = Object.freeze({
 const CACHE_ENTRY_OVERHEAD = 64
 
 
-type Level = ClassicLevel<Buffer, Buffer>
+/**
+ * utf8 keys and values by default, so that reads and writes of JSON states
+ * with ASCII keys take abstract-level's fast path and build no Buffer; every
+ * other access names the buffer encoding.
+ */
+type Level = ClassicLevel<string, string>
+/** Batch operations carry their own encodings, which the typings cannot express. */
+type MixedBatch = Array<{ type: 'put'; key: string; value: string }>
+const BUFFERS = Object.freeze({ keyEncoding: 'buffer' as const, valueEncoding: 'buffer' as const })
+const BUFFER_KEY = Object.freeze({ keyEncoding: 'buffer' as const })
 type Encoding = 'utf8' | 'buffer'
 type BatchOp = { type: 'put'; key: Buffer | string; value: Buffer | string; keyEncoding?: Encoding; valueEncoding?: Encoding } | { type: 'del'; key: Buffer | string; keyEncoding?: Encoding }
 // Matches strings whose UTF-16 units are all below 0x80.
 const ASCII = /^[^\u0080-\uffff]*$/
-const UTF8_VALUE = Object.freeze({ valueEncoding: 'utf8' as const })
-const UTF8_KEY_VALUE = Object.freeze({ keyEncoding: 'utf8' as const, valueEncoding: 'utf8' as const })
 const FLUSH_RANGE = Buffer.of(0xff)
 const SYNC = Object.freeze({ sync: true })
 type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path'>>>
@@ -165,7 +172,7 @@ export class PartitionStore implements TransactionHost {
     const text = JSON.stringify(value)
     if (text === undefined) throw new TypeError(`metadata ${name} has no JSON form`)
     await this.#serialized(async () => {
-      await this.#db.put(key, Buffer.from(text, 'utf8'), { sync: this.#options.sync })
+      await this.#db.put<Buffer, Buffer>(key, Buffer.from(text, 'utf8'), { ...BUFFERS, sync: this.#options.sync })
     })
   }
 
@@ -179,7 +186,7 @@ export class PartitionStore implements TransactionHost {
     if (this.#gate !== undefined) await this.#gate
     // A compaction of a range that no table file overlaps flushes the
     // memtable and compacts nothing: every key of the store sorts below 0xff.
-    await this.#db.compactRange(FLUSH_RANGE, FLUSH_RANGE)
+    await this.#db.compactRange<Buffer>(FLUSH_RANGE, FLUSH_RANGE, BUFFER_KEY)
   }
 
   /**
@@ -245,7 +252,7 @@ export class PartitionStore implements TransactionHost {
     this.#checkOpen()
     if (this.#gate !== undefined) return this.#gate.then(() => this.read(key))
     try {
-      return this.#db.getSync(key)
+      return this.#db.getSync<Buffer, Buffer>(key, BUFFERS)
     } catch (cause) {
       throw this.#translate(cause, 'read')
     }
@@ -260,8 +267,9 @@ export class PartitionStore implements TransactionHost {
     this.#checkOpen()
     if (this.#gate !== undefined) return this.#gate.then(() => this.readText(id))
     try {
-      // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either.
-      return ASCII.test(id) ? this.#db.getSync<string, string>(id, UTF8_KEY_VALUE) : this.#db.getSync<Buffer, string>(keyOfId(id), UTF8_VALUE)
+      // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either,
+      // and the read takes abstract-level's fast path for default encodings.
+      return ASCII.test(id) ? this.#db.getSync(id) : this.#db.getSync<Buffer, string>(keyOfId(id), BUFFER_KEY)
     } catch (cause) {
       throw this.#translate(cause, 'read')
     }
@@ -284,8 +292,8 @@ export class PartitionStore implements TransactionHost {
     this.#checkOpen()
     if (this.#gate !== undefined) await this.#gate
     this.#activeReads++
-    const options = range.lt === undefined ? { gte: range.gte, reverse: range.reverse } : { gte: range.gte, lt: range.lt, reverse: range.reverse }
-    const it = this.#db.iterator(options)
+    const options = range.lt === undefined ? { ...BUFFERS, gte: range.gte, reverse: range.reverse } : { ...BUFFERS, gte: range.gte, lt: range.lt, reverse: range.reverse }
+    const it = this.#db.iterator<Buffer, Buffer>(options)
     try {
       while (true) {
         const entries = await it.nextv(256)
@@ -328,21 +336,25 @@ export class PartitionStore implements TransactionHost {
       for (const [id, w] of writes) {
         // An ASCII id is its own UTF-8 key bytes, and a string key or value
         // is handed to LevelDB without building a Buffer for it.
-        const ascii = ASCII.test(id)
-        const key = ascii ? id : keyOfId(id)
-        const keyEncoding = ascii ? 'utf8' : 'buffer'
+        // (utf8 is the database's default encoding; only Buffers say so.)
         const value = pendingValue(w)
-        if (value === undefined) ops.push({ type: 'del', key, keyEncoding })
-        else ops.push({ type: 'put', key, keyEncoding, value, valueEncoding: typeof value === 'string' ? 'utf8' : 'buffer' })
+        if (ASCII.test(id)) {
+          if (value === undefined) ops.push({ type: 'del', key: id })
+          else if (typeof value === 'string') ops.push({ type: 'put', key: id, value })
+          else ops.push({ type: 'put', key: id, value, valueEncoding: 'buffer' })
+        } else {
+          const key = keyOfId(id)
+          if (value === undefined) ops.push({ type: 'del', key, keyEncoding: 'buffer' })
+          else ops.push({ type: 'put', key, keyEncoding: 'buffer', value, valueEncoding: typeof value === 'string' ? 'utf8' : 'buffer' })
+        }
       }
-      for (const p of checked) ops.push({ type: 'put', key: positionKey(p.topic, p.partition), value: encodeOffset(p.offset) })
+      for (const p of checked) ops.push({ type: 'put', key: positionKey(p.topic, p.partition), value: encodeOffset(p.offset), ...BUFFERS })
       if (ops.length === 0) return
       try {
         // Options only when they differ from the default: abstract-level
         // copies batch options into every operation, which made a 1000-write
         // batch cost ~5 ms of main-thread time instead of ~1 ms (bench/replay).
-        // Per-operation encodings: the typings fix one encoding per database.
-        const mixed = ops as unknown as Array<{ type: 'put'; key: Buffer; value: Buffer }>
+        const mixed = ops as unknown as MixedBatch
         await (this.#options.sync ? this.#db.batch(mixed, SYNC) : this.#db.batch(mixed))
       } catch (cause) {
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${ops.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
@@ -355,7 +367,7 @@ export class PartitionStore implements TransactionHost {
   // ---- internals ----
 
   async #loadPositions(): Promise<void> {
-    for await (const [key, value] of this.#db.iterator({ gte: POSITIONS_PREFIX, lt: prefixEnd(POSITIONS_PREFIX)! })) {
+    for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: POSITIONS_PREFIX, lt: prefixEnd(POSITIONS_PREFIX)! })) {
       const { topic, partition } = decodePositionKey(key)
       this.#positions.set(sourceId(topic, partition), { topic, partition, offset: decodeOffset(value) })
     }
@@ -364,18 +376,18 @@ export class PartitionStore implements TransactionHost {
   /** Records each state's kind so that reopening with a different kind is caught instead of misreading bytes. */
   async #registerStates(): Promise<void> {
     const stored = new Map<string, StateRecord>()
-    for await (const [key, value] of this.#db.iterator({ gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
+    for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
       stored.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), JSON.parse(value.toString('utf8')) as StateRecord)
     }
-    const ops: Array<{ type: 'put'; key: Buffer; value: Buffer }> = []
+    const ops: BatchOp[] = []
     for (const def of this.#states.values()) {
       const record = stored.get(def.name)
-      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })) })
+      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })), ...BUFFERS })
       else if (record.kind !== def.kind) {
         throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was created as a ${record.kind} state in ${this.path}; it cannot be opened as a ${def.kind} state`)
       }
     }
-    if (ops.length > 0) await this.#db.batch(ops, { sync: this.#options.sync })
+    if (ops.length > 0) await this.#db.batch(ops as unknown as MixedBatch, { sync: this.#options.sync })
   }
 
   #serialized<T>(fn: () => Promise<T>): Promise<T> {
@@ -464,7 +476,7 @@ function checkMetaName(name: unknown): string {
 }
 
 async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }): Promise<Level> {
-  const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   try {
     await db.open({ createIfMissing: true, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
   } catch (err) {

@@ -1,5 +1,5 @@
 import { TidemarkError } from '../errors.js'
-import { decodeWith, encodeWith, isJsonCodec, jsonText, type Codec } from './codec.js'
+import { decodeWith, encodeWith, isJsonCodec, type Codec } from './codec.js'
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
@@ -163,7 +163,18 @@ export class Transaction {
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const max = this.#host.maxKeyBytes
     const prefixId = bufferId(def.prefix)
-    const idOf = (key: K): string => asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+    // The last string key's id: a read-modify-write asks for it twice.
+    let lastKey: string | undefined
+    let lastId = ''
+    const idOf = (key: K): string => {
+      if (key === lastKey) return lastId
+      const id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+      if (typeof key === 'string') {
+        lastKey = key
+        lastId = id
+      }
+      return id
+    }
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
     const json = isJsonCodec(def.codec as Codec<unknown>)
     const view: ValueView<V, K> = {
@@ -272,15 +283,15 @@ export class Transaction {
       if (pending.exact) return pending.decoded as V
       const v = pending.value
       if (v === undefined) return undefined
-      return typeof v === 'string' ? parseJson<V>(v, what(q)) : decodeWith(def.codec, v, what(q))
+      return typeof v === 'string' ? parseJson<V, Q>(v, what, q) : decodeWith(def.codec, v, what(q))
     }
     if (json) {
       const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
       const text = this.#host.readText(id)
-      if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : parseJson<V>(t, what(q))))
+      if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : parseJson<V, Q>(t, what, q)))
       if (text === undefined) return undefined
-      const value = parseJson<V>(text, what(q))
+      const value = parseJson<V, Q>(text, what, q)
       // Only primitives are kept (an object could be changed by the caller),
       // and only what a read found: keeping misses churned the cache for every
       // new key of a stream. Same tick as the read, so a commit that completes
@@ -298,7 +309,7 @@ export class Transaction {
     // A JSON primitive cannot fail to encode and cannot change: it is turned
     // into text once at commit (pendingValue) instead of at every put.
     else if (jsonExact(value)) this.#put(id, undefined, value, true)
-    else this.#put(id, jsonText(value, what(q)), value, false)
+    else this.#put(id, jsonText(value, what, q), value, false)
   }
 
   /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. */
@@ -401,13 +412,28 @@ function settle<T>(read: () => T | Promise<T>): Promise<T> {
   }
 }
 
+// The JSON paths take the description and its subject apart, so that the
+// hot path allocates no closure for a message it does not throw.
+
 /** JSON.parse of stored text, failing the way decodeWith does. */
-function parseJson<V>(text: string, what: () => string): V {
+function parseJson<V, Q>(text: string, what: (q: Q) => () => string, q: Q): V {
   try {
     return JSON.parse(text) as V
   } catch (cause) {
-    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what()}: the json codec could not decode ${Buffer.byteLength(text)} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
+    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what(q)()}: the json codec could not decode ${Buffer.byteLength(text)} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
   }
+}
+
+/** JSON.stringify, failing the way encodeWith does. */
+function jsonText<Q>(value: unknown, what: (q: Q) => () => string, q: Q): string {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value)
+  } catch (cause) {
+    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what(q)()}: the json codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+  }
+  if (text === undefined) throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what(q)()}: the json codec could not encode the value: value of type ${typeof value} has no JSON form`)
+  return text
 }
 
 /** A value that JSON turns back into itself, so a read of a pending write can skip the decode. */
