@@ -142,6 +142,15 @@ export class FileLog extends AbstractRevisionedLog {
   }
 
   protected async *_read(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry> {
+    // Copied: an entry kept by a reader should not keep the chunk it was read
+    // in (up to a megabyte) alive.
+    for await (const batch of this._readBatches(from, end)) {
+      for (const entry of batch) yield { revision: entry.revision, data: Buffer.from(entry.data) }
+    }
+  }
+
+  /** One batch per chunk read from a segment; the entries share the chunk, which is never written again. */
+  protected override async *_readBatches(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry[]> {
     await this.#refresh()
     const tail = this.#tailSegment()?.knownRevision ?? 0n
     const stop = end === undefined || end > tail ? tail : end
@@ -160,22 +169,32 @@ export class FileLog extends AbstractRevisionedLog {
         let at = start.revision
         const last = index === this.#segments.length - 1
         scan: for await (const steps of scanSegmentBatches(file, start.pos, at, this.options.maxRecordBytes)) {
+          const entries: LogEntry[] = []
+          let done = false
           for (const step of steps) {
-            if (at >= stop) break scan
+            if (at >= stop) {
+              done = true
+              break
+            }
             if (step.kind !== 'record') {
               // A sealed segment ends cleanly at its last record; the last one
               // may end in an append in progress, which is not there yet.
               if (!last || step.kind === 'corrupt') this.#checkStop(segment, step, at, last)
-              break scan
+              done = true
+              break
             }
             this.#learn(segment, step)
             if (step.revision >= revision) {
-              this.assertOpen()
-              yield { revision: step.revision, data: Buffer.from(step.payload) }
+              entries.push({ revision: step.revision, data: step.payload })
               revision = step.revision + 1n
             }
             at = step.revision + 1n
           }
+          if (entries.length > 0) {
+            this.assertOpen()
+            yield entries
+          }
+          if (done) break scan
         }
       } finally {
         await file.close()

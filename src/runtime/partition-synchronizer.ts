@@ -112,8 +112,8 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
     // One description for the whole fetch: the hot path makes no closure per event.
     const what = (): string => `event ${topic}/${partition}@${offset}`
     try {
-      const read = options.end === undefined ? log.read(from) : log.read(from, { end: options.end })
-      for await (const entry of read) {
+      const read = options.end === undefined ? log.readBatches(from) : log.readBatches(from, { end: options.end })
+      for await (const entries of read) for (const entry of entries) {
         offset = entry.revision
         const context: EventContext = { topic, partition, offset }
         let event: E

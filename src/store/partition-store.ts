@@ -88,6 +88,7 @@ export class PartitionStore implements TransactionHost {
   #activeReads = 0
   #readsDrained: (() => void) | undefined
   /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
+  readonly #keyIds = new Map<string, Map<string, string>>()
   readonly #values = new Map<string, unknown>()
   #valueBytes = 0
   /** By state name: a key's id depends only on the name and the key. */
@@ -273,6 +274,16 @@ export class PartitionStore implements TransactionHost {
     } catch (cause) {
       throw this.#translate(cause, 'read')
     }
+  }
+
+  /** @internal */
+  keyIds(def: StateDefinition): Map<string, string> {
+    let ids = this.#keyIds.get(def.name)
+    if (ids === undefined) {
+      ids = new Map()
+      this.#keyIds.set(def.name, ids)
+    }
+    return ids
   }
 
   /** @internal */

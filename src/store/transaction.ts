@@ -12,6 +12,8 @@ export interface TransactionHost {
   /** A point read of a JSON state's key, by its id (see keyOfId), as UTF-8 text. */
   readText(id: string): string | undefined | Promise<string | undefined>
   /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
+  /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
+  keyIds(def: StateDefinition): Map<string, string>
   cached(id: string): unknown
   /** Offers the store a committed value just read (in the same tick as the read). */
   remember(id: string, value: unknown): void
@@ -19,6 +21,9 @@ export interface TransactionHost {
   /** `writes` is keyed by keyId(key). */
   commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void>
 }
+
+/** Most string-key ids the store keeps per state (TransactionHost.keyIds). */
+const MAX_KEY_IDS = 16_384
 
 /** Returned by TransactionHost.cached when the store does not hold the value. */
 export const NOT_CACHED: unique symbol = Symbol('tidemark.notCached')
@@ -163,16 +168,25 @@ export class Transaction {
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const max = this.#host.maxKeyBytes
     const prefixId = bufferId(def.prefix)
+    // Ids of string keys, kept by the store across transactions: a kept id
+    // string is hashed once, where an id built per event is a new string
+    // that every map lookup must flatten and hash again. The first MAX_KEY_IDS
+    // keys are kept; the map is never cleared, which churned when a stream
+    // had more keys than that.
+    const ids = this.#host.keyIds(def as StateDefinition)
     // The last string key's id: a read-modify-write asks for it twice.
     let lastKey: string | undefined
     let lastId = ''
     const idOf = (key: K): string => {
       if (key === lastKey) return lastId
-      const id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
-      if (typeof key === 'string') {
-        lastKey = key
-        lastId = id
+      if (typeof key !== 'string') return prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+      let id = ids.get(key)
+      if (id === undefined) {
+        id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
+        if (ids.size < MAX_KEY_IDS) ids.set(key, id)
       }
+      lastKey = key
+      lastId = id
       return id
     }
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`

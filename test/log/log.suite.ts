@@ -67,6 +67,30 @@ export function logSuite(options: LogSuiteOptions): void {
       expect(await collect(log.read(await log.tail()))).toEqual([])
     })
 
+    it('readBatches() gives the entries read() gives, in order, in non-empty arrays, from any revision and up to any end', async (context) => {
+      const { expect } = context
+      const { log } = await open(context)
+      const revisions: bigint[] = []
+      for (let i = 0; i < 40; i++) revisions.push(await log.append(text(`e${i}`)))
+      const batched = async (from: bigint, end?: bigint): Promise<Array<[bigint, string]>> => {
+        const out: Array<[bigint, string]> = []
+        for await (const batch of end === undefined ? log.readBatches(from) : log.readBatches(from, { end })) {
+          expect(batch.length).toBeGreaterThan(0)
+          for (const e of batch) out.push([e.revision, str(e.data)])
+        }
+        return out
+      }
+      for (const [from, end] of [[0n, undefined], [revisions[17]! + 1n, undefined], [revisions[3]! + 1n, revisions[29]], [await log.tail(), undefined]] as const) {
+        const expected = await collect(end === undefined ? log.read(from) : log.read(from, { end }))
+        expect(await batched(from, end)).toEqual(expected)
+      }
+      expect((await batched(0n)).map(([, s]) => s)).toEqual(revisions.map((_, i) => `e${i}`))
+      expectThrows(expect, () => log.readBatches(-1n), RangeError, /from \(-1\)/)
+      expectThrows(expect, () => log.readBatches(5n, { end: 2n }), RangeError, /end \(2\)/)
+      await log.close()
+      expectThrows(expect, () => log.readBatches(0n), Error, /closed/)
+    })
+
     it('keeps bytes as they are, including empty entries', async (context) => {
       const { expect } = context
       const { log } = await open(context)
