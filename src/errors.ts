@@ -13,6 +13,7 @@ export const ERROR_CODES = {
   TIDEMARK_STORE_LOCKED: { retriable: true, summary: 'the partition store is open in this or another process' },
   TIDEMARK_STORE_OPEN_FAILED: { retriable: false, summary: 'LevelDB could not open the store directory (corrupt, unreadable or not a store)' },
   TIDEMARK_STORE_CLOSED: { retriable: false, summary: 'the store was closed, or is closing' },
+  TIDEMARK_STORE_QUIESCED: { retriable: true, summary: 'a synchronous read (getSync) came while the store was closed for a checkpoint; get() waits instead' },
   TIDEMARK_UNKNOWN_STATE: { retriable: false, summary: 'a state was used that the store was not opened with' },
   TIDEMARK_STATE_CONFLICT: { retriable: false, summary: 'two state definitions share a name, or a name is reused with another kind' },
   TIDEMARK_ENCODE_FAILED: { retriable: false, summary: 'a codec could not encode a value (for example a cycle or a BigInt in JSON)' },

@@ -64,7 +64,7 @@ export type ScanStep =
   | { kind: 'zero'; pos: number }
   | { kind: 'corrupt'; pos: number; problem: string }
 
-const CHUNK_BYTES = 256 * 1024
+const CHUNK_BYTES = 64 * 1024
 
 /**
  * Reads the records of one segment from byte `pos`, where the record with

@@ -113,34 +113,46 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
     const what = (): string => `event ${topic}/${partition}@${offset}`
     try {
       const read = options.end === undefined ? log.readBatches(from) : log.readBatches(from, { end: options.end })
-      for await (const entries of read) for (const entry of entries) {
-        offset = entry.revision
-        const context: EventContext = { topic, partition, offset }
-        let event: E
+      for await (const entries of read) {
+        // The store stays open while handlers run, so that their reads,
+        // getSync() too, never meet a checkpoint's quiesce; released before
+        // a commit, which a quiesce may be ahead of.
+        let release = store.tryHold() ?? await store.hold()
         try {
-          event = decodeWith(codec, entry.data, what)
-        } catch (err) {
-          throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset } })
-        }
-        try {
-          // Only a handler that returns a promise costs an await.
-          const done = handler(tx, event, context)
-          if (done !== undefined) await done
-        } catch (cause) {
-          throw new TidemarkError(
-            'TIDEMARK_HANDLER_FAILED',
-            `the handler failed on ${topic}/${partition}@${offset}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
-            { cause, details: { topic, partition, offset } },
-          )
-        }
-        last = offset
-        bytes += entry.data.byteLength
-        if (++inBatch >= batchSize) {
-          await commit()
-          if (options.signal?.aborted) {
-            await inFlight
-            return applied
+          for (const entry of entries) {
+            offset = entry.revision
+            const context: EventContext = { topic, partition, offset }
+            let event: E
+            try {
+              event = decodeWith(codec, entry.data, what)
+            } catch (err) {
+              throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset } })
+            }
+            try {
+              // Only a handler that returns a promise costs an await.
+              const done = handler(tx, event, context)
+              if (done !== undefined) await done
+            } catch (cause) {
+              throw new TidemarkError(
+                'TIDEMARK_HANDLER_FAILED',
+                `the handler failed on ${topic}/${partition}@${offset}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
+                { cause, details: { topic, partition, offset } },
+              )
+            }
+            last = offset
+            bytes += entry.data.byteLength
+            if (++inBatch >= batchSize) {
+              release()
+              await commit()
+              if (options.signal?.aborted) {
+                await inFlight
+                return applied
+              }
+              release = store.tryHold() ?? await store.hold()
+            }
           }
+        } finally {
+          release()
         }
       }
       if (inBatch > 0) await commit()

@@ -86,6 +86,10 @@ export class PartitionStore implements TransactionHost {
   /** Serializes commits, quiesce and close. */
   #queue: Promise<unknown> = Promise.resolve()
   #activeReads = 0
+  /** Sections in which the database stays open (hold()); counted in #activeReads too. */
+  #holds = 0
+  /** From the moment quiesce() has drained and closes the database until it is open again. */
+  #quiescing = false
   #readsDrained: (() => void) | undefined
   /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
   readonly #keyIds = new Map<string, Map<string, string>>()
@@ -200,7 +204,9 @@ export class PartitionStore implements TransactionHost {
       let release!: () => void
       this.#gate = new Promise<void>((resolve) => { release = resolve })
       try {
-        await this.#drainReads()
+        // A scan may begin between the drain and this continuation.
+        while (this.#activeReads > 0) await this.#drainReads()
+        this.#quiescing = true
         // fn may change the files; the reopened store is read afresh.
         this.#clearValues()
         await this.#db.close()
@@ -210,6 +216,7 @@ export class PartitionStore implements TransactionHost {
           this.#db = await openLevel(this.path, this.#options)
         }
       } finally {
+        this.#quiescing = false
         this.#gate = undefined
         release()
       }
@@ -251,7 +258,7 @@ export class PartitionStore implements TransactionHost {
    */
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined> {
     this.#checkOpen()
-    if (this.#gate !== undefined) return this.#gate.then(() => this.read(key))
+    if (!this.readable()) return this.#gate!.then(() => this.read(key))
     try {
       return this.#db.getSync<Buffer, Buffer>(key, BUFFERS)
     } catch (cause) {
@@ -266,7 +273,7 @@ export class PartitionStore implements TransactionHost {
    */
   readText(id: string): string | undefined | Promise<string | undefined> {
     this.#checkOpen()
-    if (this.#gate !== undefined) return this.#gate.then(() => this.readText(id))
+    if (!this.readable()) return this.#gate!.then(() => this.readText(id))
     try {
       // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either,
       // and the read takes abstract-level's fast path for default encodings.
@@ -286,6 +293,51 @@ export class PartitionStore implements TransactionHost {
     return ids
   }
 
+  /**
+   * @internal
+   * Whether a point read can be served now. While a quiesce waits for held
+   * sections (hold()) the database is still open, and reads must go on: a
+   * held section that waited for the quiesce would never end.
+   */
+  readable(): boolean {
+    return this.#gate === undefined || this.#holds > 0
+  }
+
+  /** @internal */
+  quiescedError(): TidemarkError {
+    return new TidemarkError('TIDEMARK_STORE_QUIESCED', `partition store ${this.path} is closed for a checkpoint; use get(), which waits, or read inside a section the store holds open (a PartitionProcessor handler)`)
+  }
+
+  /**
+   * Keeps the database open until the returned function is called: a
+   * quiesce() (a checkpoint) that begins meanwhile waits for it, and reads,
+   * synchronous ones too, are served throughout. The PartitionProcessor holds
+   * the store while a handler runs, which is why getSync() never fails there.
+   * The section must not wait for a commit or a quiesce of this store.
+   */
+  async hold(): Promise<() => void> {
+    for (;;) {
+      const release = this.tryHold()
+      if (release !== undefined) return release
+      await this.#gate
+    }
+  }
+
+  /** hold() without waiting: undefined while a quiesce has the database closed (or is closing it). */
+  tryHold(): (() => void) | undefined {
+    this.#checkOpen()
+    if (this.#quiescing) return undefined
+    this.#holds++
+    this.#activeReads++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.#holds--
+      this.#readDone()
+    }
+  }
+
   /** @internal */
   cached(id: string): unknown {
     const v = this.#values.get(id)
@@ -301,7 +353,7 @@ export class PartitionStore implements TransactionHost {
   /** @internal */
   async *scan(range: ByteRange): AsyncGenerator<[Buffer, Buffer]> {
     this.#checkOpen()
-    if (this.#gate !== undefined) await this.#gate
+    if (!this.readable()) await this.#gate
     this.#activeReads++
     const options = range.lt === undefined ? { ...BUFFERS, gte: range.gte, reverse: range.reverse } : { ...BUFFERS, gte: range.gte, lt: range.lt, reverse: range.reverse }
     const it = this.#db.iterator<Buffer, Buffer>(options)

@@ -12,6 +12,9 @@ export interface TransactionHost {
   /** A point read of a JSON state's key, by its id (see keyOfId), as UTF-8 text. */
   readText(id: string): string | undefined | Promise<string | undefined>
   /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
+  /** Whether a point read is served now rather than after a quiesce. */
+  readable(): boolean
+  quiescedError(): Error
   /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
   keyIds(def: StateDefinition): Map<string, string>
   cached(id: string): unknown
@@ -84,6 +87,13 @@ export interface ScanOptions<K> {
 
 export interface ValueView<V, K> {
   get(key: K): Promise<V | undefined>
+  /**
+   * get() without a promise. Fails with TIDEMARK_STORE_QUIESCED when the value
+   * must come from LevelDB while the store is closed for a checkpoint, which
+   * never happens in a PartitionProcessor handler (the processor holds the
+   * store open while a handler runs; see PartitionStore.hold).
+   */
+  getSync(key: K): V | undefined
   put(key: K, value: V): void
   delete(key: K): void
   entries(options?: ScanOptions<K>): AsyncIterable<[K, V]>
@@ -91,6 +101,8 @@ export interface ValueView<V, K> {
 
 export interface MapView<V, K, S> {
   get(key: K, subKey: S): Promise<V | undefined>
+  /** get() without a promise; see ValueView.getSync. */
+  getSync(key: K, subKey: S): V | undefined
   put(key: K, subKey: S, value: V): void
   delete(key: K, subKey: S): void
   /** Sub-key/value pairs of one key, in sub-key byte order. */
@@ -200,6 +212,7 @@ export class Transaction {
           return Promise.reject(err)
         }
       },
+      getSync: (key) => this.#getSync(def, json, idOf(key), what, key),
       put: (key, value) => this.#putValue(def, json, idOf(key), value, what, key),
       delete: (key) => this.#put(idOf(key), undefined, undefined, false),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
@@ -221,6 +234,7 @@ export class Transaction {
     const json = isJsonCodec(def.codec as Codec<unknown>)
     const view: MapView<V, K, S> = {
       get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, idOf(pair), what, pair) }),
+      getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, idOf(pair), what, pair) },
       put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, idOf(pair), value, what, pair) },
       delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
@@ -316,6 +330,13 @@ export class Transaction {
     const bytes = this.#host.read(keyOfId(id))
     if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
     return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
+  }
+
+  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined {
+    // Only a read that must go to LevelDB can find it closed; pending writes
+    // and the value cache answer at any time.
+    if (!this.#host.readable() && this.#pending(id) === undefined && (!json || this.#host.cached(id) === NOT_CACHED)) throw this.#host.quiescedError()
+    return this.#get(def, json, id, what, q) as V | undefined
   }
 
   #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, value: V, what: (q: Q) => () => string, q: Q): void {

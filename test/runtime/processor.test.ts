@@ -235,4 +235,43 @@ describe('PartitionProcessor batches', () => {
     await p.close()
     await log.close()
   })
+
+  it('a checkpoint asked for while handlers run waits for the end of their batch; getSync() in between is served', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const taken: bigint[] = []
+    let p: PartitionProcessor<Sale> | undefined
+    let asked!: () => void
+    const quiesceAsked = new Promise<void>((resolve) => { asked = resolve })
+    let snapshot: Promise<unknown> | undefined
+    p = processor(dir, log, snapshots, {
+      batchSize: 50,
+      handler: async (tx, sale, ctx) => {
+        // Wait until the checkpoint has asked the store to quiesce: from here
+        // to the end of the batch the quiesce waits for the processor.
+        if (ctx.offset === 250n) snapshot = p!.snapshot()
+        if (ctx.offset === 251n) await quiesceAsked
+        const view = tx.value(totals)
+        view.put(sale.key, (view.getSync(sale.key) ?? 0) + sale.amount)
+      },
+    })
+    p.on('snapshot', (r) => taken.push(r.positions[0]!.offset))
+    await p.start()
+    // Fault-injection style wrap of one call: learn when the quiesce is asked for.
+    const quiesce = p.store.quiesce.bind(p.store)
+    p.store.quiesce = (fn) => {
+      asked()
+      return quiesce(fn)
+    }
+    expect(await p.catchUp()).toBe(1000)
+    await snapshot
+    // The checkpoint ran when the processor let go of the store after event
+    // 299, before that batch's commit, which queued behind it: it holds the
+    // state committed at 249, exactly.
+    expect(taken[0]).toBe(249n)
+    expect(await readTotals(p.store)).toEqual(fold(999))
+    await p.close()
+    await log.close()
+  })
 })

@@ -613,3 +613,62 @@ describe('value cache', () => {
     expect(bytes.size).toBe(1)
   })
 })
+
+describe('synchronous reads and holds', () => {
+  it('getSync() reads pending writes, committed values and map entries without a promise', async () => {
+    const store = await openStore({ path: tempDir(), valueCacheBytes: 0 })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    tx.map(orders).put('alice', 'o1', { amount: 5 })
+    expect(tx.value(counts).getSync('a')).toBe(1)
+    expect(tx.value(counts).getSync('missing')).toBeUndefined()
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    const r = store.transaction()
+    expect(r.value(counts).getSync('a')).toBe(1)
+    expect(r.map(orders).getSync('alice', 'o1')).toEqual({ amount: 5 })
+    expect(r.map(orders).getSync('alice', 'o2')).toBeUndefined()
+  })
+
+  it('while the store is closed for a checkpoint, getSync() of a stored value fails with TIDEMARK_STORE_QUIESCED; pending writes still answer, get() waits', async () => {
+    const store = await openStore({ path: tempDir(), valueCacheBytes: 0 })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    const r = store.transaction()
+    r.value(counts).put('b', 2)
+    let waited: Promise<number | undefined> | undefined
+    await store.quiesce(async () => {
+      expect(() => r.value(counts).getSync('a')).toThrow(expect.objectContaining({ code: 'TIDEMARK_STORE_QUIESCED', retriable: true }))
+      expect(r.value(counts).getSync('b')).toBe(2)
+      expect(store.tryHold()).toBeUndefined()
+      waited = r.value(counts).get('a')
+    })
+    expect(await waited).toBe(1)
+    expect(r.value(counts).getSync('a')).toBe(1)
+  })
+
+  it('a quiesce that begins while the store is held waits for the release; reads in the held section go on', async () => {
+    const store = await openStore({ path: tempDir(), valueCacheBytes: 0 })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    const release = await store.hold()
+    const order: string[] = []
+    const quiesced = store.quiesce(async () => { order.push('quiesced') })
+    const r = store.transaction().value(counts)
+    // Before holds existed, an async read here waited for the quiesce, which
+    // waited for this section: a deadlock.
+    expect(await r.get('a')).toBe(1)
+    expect(r.getSync('a')).toBe(1)
+    order.push('read in the held section')
+    release()
+    release() // a second call does nothing
+    await quiesced
+    expect(order).toEqual(['read in the held section', 'quiesced'])
+    // A new hold after the quiesce is served at once.
+    const again = store.tryHold()
+    expect(again).toBeTypeOf('function')
+    again!()
+  })
+})
+
