@@ -72,16 +72,22 @@ export async function run(args: string[]): Promise<void> {
     if (sum < 0) throw new Error('unreachable: keeps the decode from being optimized away')
     const rawSeconds = Math.min(entrySeconds, batchSeconds)
 
-    // A new owner restores the snapshot and replays the rest.
-    const second = make('second')
-    const started = await second.start()
-    if (started.source !== 'snapshot') throw new Error(`expected a restore from the snapshot, got ${started.source}`)
-    const t0 = performance.now()
-    const replayed = await second.catchUp()
-    const replaySeconds = (performance.now() - t0) / 1000
-    await second.close()
+    // A new owner restores the snapshot and replays the rest; as many owners
+    // (each in a fresh directory) as there were plain reads, and the best
+    // counts, as for the reads.
+    let replaySeconds = Infinity
+    let replayed = 0
+    for (let run = 0; run < opts.rawRuns; run++) {
+      const owner = make(`second-${run}`)
+      const started = await owner.start()
+      if (started.source !== 'snapshot') throw new Error(`expected a restore from the snapshot, got ${started.source}`)
+      const t0 = performance.now()
+      replayed = await owner.catchUp()
+      replaySeconds = Math.min(replaySeconds, (performance.now() - t0) / 1000)
+      await owner.close()
+      if (replayed !== opts.events) throw new Error(`replayed ${replayed} events, expected ${opts.events}`)
+    }
     await log.close()
-    if (replayed !== opts.events) throw new Error(`replayed ${replayed} events, expected ${opts.events}`)
     emit({
       bench: 'replay',
       events: replayed,

@@ -317,9 +317,9 @@ export class Transaction {
       const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
       const text = this.#host.readText(id)
-      if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : parseJson<V, Q>(t, what, q)))
+      if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : this.#parseStored<V, Q>(def, id, t, what, q)))
       if (text === undefined) return undefined
-      const value = parseJson<V, Q>(text, what, q)
+      const value = this.#parseStored<V, Q>(def, id, text, what, q)
       // Only primitives are kept (an object could be changed by the caller),
       // and only what a read found: keeping misses churned the cache for every
       // new key of a stream. Same tick as the read, so a commit that completes
@@ -330,6 +330,19 @@ export class Transaction {
     const bytes = this.#host.read(keyOfId(id))
     if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
     return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
+  }
+
+  /**
+   * JSON.parse of text LevelDB decoded from UTF-8. That decoding replaces
+   * bytes that are not UTF-8 with U+FFFD instead of failing, so text holding
+   * one is decoded again from the bytes by the codec, which tells a stored
+   * U+FFFD from damage and fails with TIDEMARK_DECODE_FAILED on the latter.
+   */
+  #parseStored<V, Q>(def: { codec: Codec<V> }, id: string, text: string, what: (q: Q) => () => string, q: Q): V {
+    if (!text.includes('\ufffd')) return parseJson<V, Q>(text, what, q)
+    const bytes = this.#host.read(keyOfId(id))
+    if (bytes instanceof Promise || bytes === undefined) return parseJson<V, Q>(text, what, q)
+    return decodeWith(def.codec, bytes, what(q))
   }
 
   #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined {

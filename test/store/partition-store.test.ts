@@ -381,6 +381,22 @@ describe('bad input leaves the store usable and unchanged', () => {
     expect(await reader.transaction().value(counts).get('b')).toBeUndefined()
   })
 
+  it('stored JSON whose bytes are not UTF-8 fails with TIDEMARK_DECODE_FAILED instead of reading back altered; a stored U+FFFD reads back', async () => {
+    const path = tempDir()
+    const notes = valueState<string>('notes')
+    const rawNotes = valueState('notes', { codec: rawCodec() })
+    const writer = await openStore({ path, states: [rawNotes] })
+    const tx = writer.transaction()
+    tx.value(rawNotes).put('bad', Buffer.from([0x22, 0x61, 0xff, 0x62, 0x22])) // "a\xffb"
+    tx.value(rawNotes).put('good', Buffer.from(JSON.stringify('a\ufffdb')))
+    await tx.commit()
+    await writer.close()
+    const reader = await openStore({ path, states: [notes] })
+    await expect(reader.transaction().value(notes).get('bad')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED' })
+    expect(() => reader.transaction().value(notes).getSync('bad')).toThrow(expect.objectContaining({ code: 'TIDEMARK_DECODE_FAILED' }))
+    expect(await reader.transaction().value(notes).get('good')).toBe('a\ufffdb')
+  })
+
   it('a closed store refuses every call with TIDEMARK_STORE_CLOSED', async () => {
     const store = await seeded()
     const tx = store.transaction()
