@@ -1,6 +1,6 @@
 import { readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import { openFileLog, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
@@ -30,7 +30,9 @@ function countReads(log: RevisionedLog): { entries: number } {
   return counter
 }
 
+/** A synchronizer on `log`; the log is closed when the test finishes. */
 function client(log: RevisionedLog, store: CompactPointStore): StateSynchronizer<Tally, Vote> {
+  onTestFinished(() => log.close())
   return createStateSynchronizer<Tally, Vote>({ log, apply: applyVote, compactPoints: { store, prefix: PREFIX } })
 }
 

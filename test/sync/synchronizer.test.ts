@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
 import { NO_REVISION, openFileLog, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { jsonCodec, type Codec } from '../../src/store/index.js'
@@ -15,9 +15,15 @@ const applyVote = (state: Tally, vote: Vote): Tally => {
   return { ...state, [vote.name]: (state[vote.name] ?? 0) + (vote.by ?? 1) }
 }
 
+/** A file log and a way to open more handles on it; every handle is closed when the test finishes. */
 async function fileLog(): Promise<{ log: RevisionedLog; reopen(): Promise<RevisionedLog> }> {
   const dir = tempDir()
-  return { log: await openFileLog(dir), reopen: () => openFileLog(dir) }
+  const open = async (): Promise<RevisionedLog> => {
+    const log = await openFileLog(dir)
+    onTestFinished(() => log.close())
+    return log
+  }
+  return { log: await open(), reopen: open }
 }
 
 function synchronizer(log: RevisionedLog, extra: Partial<StateSynchronizerOptions<Tally, Vote>> = {}): StateSynchronizer<Tally, Vote> {
