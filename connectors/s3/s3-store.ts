@@ -44,6 +44,7 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
   /** The SDK client, for operations this interface does not cover (and for fault injection in tests). */
   readonly client: S3Client
   readonly #retry: RetryPolicy
+  readonly #parts: PartPool
 
   constructor(options: S3SnapshotStoreOptions) {
     super()
@@ -57,6 +58,7 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
       maxAttempts: 1,
       requestHandler: { connectionTimeout: this.options.connectTimeoutMs, socketTimeout: this.options.idleTimeoutMs },
     })
+    this.#parts = new PartPool(this.options.partSize, this.options.uploadConcurrency + 1)
     this.#retry = { maxAttempts: this.options.maxAttempts, baseDelayMs: this.options.retryBaseDelayMs, maxDelayMs: this.options.retryMaxDelayMs }
     this.capabilities = Object.freeze({ conditionalPut: this.options.conditionalPut })
     const query = new URLSearchParams()
@@ -76,11 +78,14 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
       `a put with ifNoneMatch of '${key}' is limited to partSize (${partSize}) bytes on S3: it must be a single PutObject request`)
     if (ifNoneMatch && contentLength !== undefined && contentLength > partSize) throw conditionalTooLarge()
 
-    const parts = splitParts(bodyChunks(key, body, contentLength), partSize)
+    // A body in memory goes up as it is, cut into subarrays: no copy. The
+    // caller keeps it unchanged until put() settles, as with any write.
+    const parts = body instanceof Uint8Array ? sliceParts(body, partSize) : splitParts(bodyChunks(key, body, contentLength), partSize, this.#parts)
     const first = await parts.next()
     if (first.done === true) throw new Error('unreachable: splitParts yields at least one part')
     if (first.value.last) {
-      const data = first.value.data
+      const part = first.value
+      const data = part.data
       const response = await this.#send('put', key, () => this.client.send(new PutObjectCommand({
         Bucket: bucket,
         Key: this.#objectKey(key),
@@ -88,9 +93,11 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
         ContentLength: data.byteLength,
         ...(ifNoneMatch ? { IfNoneMatch: '*' } : {}),
       })))
+      this.#parts.give(part)
       return { key, size: data.byteLength, etag: unquote(response.ETag) }
     }
     if (ifNoneMatch) {
+      this.#parts.give(first.value)
       await parts.return(undefined) // stops reading the caller's stream
       throw conditionalTooLarge()
     }
@@ -116,18 +123,23 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
         if (PartNumber > MAX_PARTS) {
           throw new RangeError(`'${key}' needs more than ${MAX_PARTS} parts of partSize (${partSize}) bytes; raise partSize`)
         }
-        const Body = part.data
+        const sending: Part = part
+        const Body = sending.data
         size += Body.byteLength
         const upload: Promise<void> = this.#send('put', key, () => this.client.send(new UploadPartCommand({
           Bucket: bucket, Key, UploadId, PartNumber, Body, ContentLength: Body.byteLength,
         }))).then(
-          (response) => { completed.push({ PartNumber, ETag: response.ETag }) },
+          (response) => {
+            completed.push({ PartNumber, ETag: response.ETag })
+            this.#parts.give(sending)
+          },
           (err: unknown) => { failure ??= err },
         ).finally(() => inFlight.delete(upload))
         inFlight.add(upload)
         if (inFlight.size >= uploadConcurrency) await Promise.race(inFlight)
         part = part.last ? undefined : (await parts.next()).value
       }
+      if (part !== undefined) this.#parts.give(part) // read, but not sent: a part failed meanwhile
       await Promise.all(inFlight)
       if (failure !== undefined) throw failure
       completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0))
@@ -284,31 +296,87 @@ interface Part {
   data: Buffer
   /** Known to be the last part, so a body of one part can go up as a plain PutObject. */
   last: boolean
+  /** The pool buffer that `data` lies in, when it came from the pool. */
+  pooled?: Buffer
 }
 
 /**
- * Cuts the body into parts of exactly `partSize` bytes (the last one
- * shorter). A part is emitted only once more bytes are buffered behind it,
- * which tells whether it is the last without a second buffer of lookahead.
+ * Part buffers of a store, reused from one part to the next and from one put
+ * to the next. A fresh partSize buffer per part was most of the garbage of an
+ * upload: dead part buffers wait for a scavenge, which external memory does
+ * not bring on, and the peak RSS of a snapshot followed them.
+ *
+ * A buffer comes back only after its request succeeded, which the server
+ * answers once it has read the whole body, and after any retries, which send
+ * the same buffer again. A part whose request failed is left to the garbage
+ * collector: a request that was given up on may still be writing it to its
+ * socket.
  */
-async function* splitParts(chunks: AsyncIterable<Uint8Array>, partSize: number): AsyncGenerator<Part> {
-  let pending: Uint8Array[] = []
-  let pendingBytes = 0
-  for await (const chunk of chunks) {
-    pending.push(chunk)
-    pendingBytes += chunk.byteLength
-    if (pendingBytes <= partSize) continue
-    // One copy per part at most; a large single chunk is sliced, not copied.
-    const joined = pending.length === 1 ? toBuffer(chunk) : Buffer.concat(pending, pendingBytes)
-    let offset = 0
-    while (pendingBytes - offset > partSize) {
-      yield { data: joined.subarray(offset, offset + partSize), last: false }
-      offset += partSize
-    }
-    pending = [joined.subarray(offset)]
-    pendingBytes -= offset
+class PartPool {
+  readonly #free: Buffer[] = []
+  readonly #size: number
+  readonly #keep: number
+
+  constructor(size: number, keep: number) {
+    this.#size = size
+    this.#keep = keep
   }
-  yield { data: Buffer.concat(pending, pendingBytes), last: true }
+
+  take(): Buffer {
+    return this.#free.pop() ?? Buffer.allocUnsafeSlow(this.#size)
+  }
+
+  give(part: Part): void {
+    const buffer = part.pooled
+    if (buffer === undefined) return
+    part.pooled = undefined // given back once only, even if called twice
+    if (this.#free.length < this.#keep && !this.#free.includes(buffer)) this.#free.push(buffer)
+  }
+}
+
+/**
+ * Copies the body into parts of exactly `partSize` bytes (the last one
+ * shorter) in pool buffers. A part is emitted only once a byte more has
+ * arrived behind it, which tells whether it is the last without a second
+ * buffer of lookahead. The consumer owns each part it receives and gives it
+ * back to the pool; a part still being filled when the generator is returned
+ * goes back here.
+ */
+async function* splitParts(chunks: AsyncIterable<Uint8Array>, partSize: number, pool: PartPool): AsyncGenerator<Part> {
+  let buffer: Buffer | undefined = pool.take()
+  let filled = 0
+  try {
+    for await (const chunk of chunks) {
+      for (let at = 0; at < chunk.byteLength;) {
+        if (filled === partSize) {
+          const full: Part = { data: buffer!, last: false, pooled: buffer! }
+          buffer = undefined // the consumer's now
+          yield full
+          buffer = pool.take()
+          filled = 0
+        }
+        const n = Math.min(partSize - filled, chunk.byteLength - at)
+        buffer!.set(n === chunk.byteLength ? chunk : chunk.subarray(at, at + n), filled)
+        filled += n
+        at += n
+      }
+    }
+    const last: Part = { data: buffer!.subarray(0, filled), last: true, pooled: buffer! }
+    buffer = undefined
+    yield last
+  } finally {
+    if (buffer !== undefined) pool.give({ data: buffer, last: false, pooled: buffer })
+  }
+}
+
+/** Parts of a body that is already in memory: subarrays of it. */
+async function* sliceParts(body: Uint8Array, partSize: number): AsyncGenerator<Part> {
+  const whole = toBuffer(body)
+  for (let at = 0; ; at += partSize) {
+    const last = whole.byteLength - at <= partSize
+    yield { data: whole.subarray(at, at + partSize), last }
+    if (last) return
+  }
 }
 
 function toBuffer(bytes: Uint8Array): Buffer {

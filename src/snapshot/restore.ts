@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
 import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
+import { promisify } from 'node:util'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
@@ -275,6 +277,12 @@ async function download(
       // a listener's bug must not fail the restore
     }
   }
+  // Files are fsynced after the last one is written, not each after its
+  // write: an fsync forces an ext4 journal commit, and the writes of the
+  // other downloads wait for it (strace of a restore that fsynced each file:
+  // 8 ms per 2 MiB writev). Synced together at the end, 300 files of 2 MiB
+  // took about as long as one file of their total size.
+  const syncs = settings.fsync ? new FsyncQueue() : undefined
   try {
     await mapLimit(runs, settings.downloadConcurrency, async (run) => {
       const key = layout.dataKey(run.object)
@@ -282,7 +290,7 @@ async function download(
         const body = await store.get(key, { range: { start: run.start, end: run.end - 1 } })
         await extractRun(body, run.start, run.entries, temp, {
           object: key,
-          fsync: settings.fsync,
+          ...(syncs === undefined ? {} : { onFile: (fd: number) => syncs.add(fd) }),
           onBytes: (n) => {
             bytesDownloaded += n
             report(false)
@@ -299,16 +307,77 @@ async function download(
       filesDone += run.entries.length
     })
     report(true)
+    await syncs?.drain()
 
     const positions = await checkRestoredStore(temp, manifest)
     if (settings.fsync) await fsyncDir(temp)
     await install(temp, target, local, emit)
     return { positions, bytesDownloaded, bytesTotal, files: manifest.files.length }
   } catch (err) {
+    await syncs?.cancel()
     await rm(temp, { recursive: true, force: true })
     throw err
   }
 }
+
+/** libuv's thread pool has four threads; at the end nothing else needs them. */
+const FSYNC_CONCURRENCY = 4
+/** Written files held open before syncing starts anyway, which bounds the descriptors a large store takes. */
+const MAX_UNSYNCED_FILES = 1024
+
+/**
+ * fsyncs and closes written files, FSYNC_CONCURRENCY at a time, once
+ * drain() is called (or MAX_UNSYNCED_FILES wait); it owns the descriptors it
+ * is given. drain() waits for all and reports the first failure.
+ */
+class FsyncQueue {
+  readonly #pending: number[] = []
+  #started = false
+  #running = 0
+  #failure: { error: unknown } | undefined
+  #idle: Array<() => void> = []
+
+  add(fd: number): void {
+    this.#pending.push(fd)
+    this.#pump()
+  }
+
+  async drain(): Promise<void> {
+    this.#started = true
+    this.#pump()
+    if (this.#running > 0 || this.#pending.length > 0) await new Promise<void>((resolve) => this.#idle.push(resolve))
+    if (this.#failure !== undefined) throw this.#failure.error
+  }
+
+  /** Closes what has not started without syncing it, and waits for what has. */
+  async cancel(): Promise<void> {
+    await Promise.all(this.#pending.splice(0).map((fd) => fsClose(fd).catch(() => undefined)))
+    await this.drain().catch(() => undefined)
+  }
+
+  #pump(): void {
+    while (this.#running < FSYNC_CONCURRENCY && this.#pending.length > (this.#started ? 0 : MAX_UNSYNCED_FILES)) {
+      const fd = this.#pending.shift()!
+      this.#running++
+      fsyncAndClose(fd).catch((error: unknown) => { this.#failure ??= { error } }).finally(() => {
+        this.#running--
+        this.#pump()
+        if (this.#running === 0 && this.#pending.length === 0) for (const resolve of this.#idle.splice(0)) resolve()
+      })
+    }
+  }
+}
+
+async function fsyncAndClose(fd: number): Promise<void> {
+  try {
+    await fsFsync(fd)
+  } finally {
+    await fsClose(fd)
+  }
+}
+
+const fsFsync = promisify(fs.fsync)
+const fsClose = promisify(fs.close)
 
 /** The downloaded files must open as a LevelDB store at the manifest's positions. */
 async function checkRestoredStore(dir: string, manifest: SnapshotManifest): Promise<Position[]> {

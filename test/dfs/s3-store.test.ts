@@ -122,6 +122,29 @@ describe('S3SnapshotStore', () => {
     expect((await store.head('multi'))?.etag).toBe(result.etag)
   })
 
+  it('reuses part buffers across parts and puts without mixing their bytes, also after a failed part', async () => {
+    const store = newStore({ partSize: 5 * MiB, uploadConcurrency: 2 })
+    const digestOf = async (key: string): Promise<string> => {
+      const hash = createHash('sha256')
+      for await (const chunk of await store.get(key)) hash.update(chunk as Buffer)
+      return hash.digest('hex')
+    }
+    const a = randomStream(23 * MiB)
+    const b = randomStream(11 * MiB + 7)
+    await Promise.all([store.put('pool-a', a.stream), store.put('pool-b', b.stream)])
+    const { calls } = failNth(store, UploadPartCommand, [2], badRequest)
+    await expect(store.put('pool-failed', randomStream(16 * MiB).stream)).rejects.toMatchObject({ code: 'TIDEMARK_DFS_REQUEST_FAILED' })
+    expect(calls()).toBeGreaterThanOrEqual(2)
+    const c = randomStream(3 * MiB)
+    const d = randomStream(12 * MiB)
+    await store.put('pool-c', c.stream)
+    await store.put('pool-d', d.stream)
+    expect(await digestOf('pool-a')).toBe(a.digest())
+    expect(await digestOf('pool-b')).toBe(b.digest())
+    expect(await digestOf('pool-c')).toBe(c.digest())
+    expect(await digestOf('pool-d')).toBe(d.digest())
+  })
+
   it('uploads parts with bounded concurrency', async () => {
     const store = newStore({ partSize: 5 * MiB, uploadConcurrency: 2 })
     let running = 0
