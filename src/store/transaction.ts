@@ -149,6 +149,9 @@ export class Transaction {
   /** Views are made once per state: a handler asks for one per event. */
   readonly #views = new Map<StateDefinition, ValueView<unknown, never> | MapView<unknown, never, never>>()
   #state: 'open' | 'committing' | 'done' = 'open'
+  /** The own write last found or made: a read-modify-write looks it up twice. Reset whenever #writes is cleared. */
+  #lastId: string | undefined
+  #lastWrite: PendingWrite | undefined
   /** The transaction this one follows (TransactionOptions.after) until this one commits. */
   #after: Transaction | undefined
   /** The latest commit attempt. */
@@ -278,7 +281,7 @@ export class Transaction {
       const positions = position === undefined ? [] : Array.isArray(position) ? [...position] : [position as Position]
       await this.#host.commitBatch(this.#writes, positions, options)
       this.#state = 'done'
-      this.#writes.clear()
+      this.#clearWrites()
     } catch (err) {
       // A refused commit leaves the transaction usable: the caller may fix the
       // position and commit again, or abort.
@@ -289,15 +292,20 @@ export class Transaction {
 
   /** Drops every pending write. */
   abort(): void {
-    this.#writes.clear()
+    this.#clearWrites()
     this.#after = undefined
     this.#state = 'done'
   }
 
   /** A write of this transaction or, while they commit, of those it follows. */
   #pending(id: string): PendingWrite | undefined {
+    if (id === this.#lastId) return this.#lastWrite
     const own = this.#writes.get(id)
-    if (own !== undefined) return own
+    if (own !== undefined) {
+      this.#lastId = id
+      this.#lastWrite = own
+      return own
+    }
     for (let t = this.#after; t !== undefined; t = t.#after) {
       const w = t.#writes.get(id)
       if (w !== undefined) return w
@@ -365,9 +373,12 @@ export class Transaction {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open.
-    const w = this.#writes.get(id)
+    const w = id === this.#lastId ? this.#lastWrite : this.#writes.get(id)
     if (w === undefined) {
-      this.#writes.set(id, { value, decoded, exact })
+      const created = { value, decoded, exact }
+      this.#writes.set(id, created)
+      this.#lastId = id
+      this.#lastWrite = created
     } else {
       w.value = value
       w.decoded = decoded
@@ -441,6 +452,12 @@ export class Transaction {
       const w = overlay[i]!
       if (w.value !== undefined) yield [w.key, w.value]
     }
+  }
+
+  #clearWrites(): void {
+    this.#writes.clear()
+    this.#lastId = undefined
+    this.#lastWrite = undefined
   }
 
   #checkOpen(): void {

@@ -241,16 +241,15 @@ describe('PartitionProcessor batches', () => {
     const log = await filledLog(join(dir, 'log'), 1000)
     const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
     const taken: bigint[] = []
-    let p: PartitionProcessor<Sale> | undefined
     let asked!: () => void
     const quiesceAsked = new Promise<void>((resolve) => { asked = resolve })
     let snapshot: Promise<unknown> | undefined
-    p = processor(dir, log, snapshots, {
+    const p: PartitionProcessor<Sale> = processor(dir, log, snapshots, {
       batchSize: 50,
       handler: async (tx, sale, ctx) => {
         // Wait until the checkpoint has asked the store to quiesce: from here
         // to the end of the batch the quiesce waits for the processor.
-        if (ctx.offset === 250n) snapshot = p!.snapshot()
+        if (ctx.offset === 250n) snapshot = p.snapshot()
         if (ctx.offset === 251n) await quiesceAsked
         const view = tx.value(totals)
         view.put(sale.key, (view.getSync(sale.key) ?? 0) + sale.amount)
