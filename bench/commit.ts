@@ -3,6 +3,9 @@
  * committed with the source position in batches, through the partition store
  * and directly on classic-level with the same reads and the same puts in one
  * db.batch per batch (plus the position key, as the store writes it).
+ * Both sides read synchronously: the raw side with db.getSync, the store
+ * with view.getSync (what a handler in the processor uses). --async reads
+ * through view.get() with an await per event instead.
  */
 import { ClassicLevel } from 'classic-level'
 import { PartitionStore, valueState } from '../src/index.js'
@@ -16,7 +19,7 @@ function makeEvents(events: number, keys: number): string[] {
   return Array.from({ length: events }, () => `key-${Math.floor(next() * keys).toString().padStart(6, '0')}`)
 }
 
-async function viaStore(path: string, events: string[], batch: number): Promise<number> {
+async function viaStore(path: string, events: string[], batch: number, asyncReads: boolean): Promise<number> {
   const counts = valueState<Counter>('counts')
   const store = await PartitionStore.open({ path, states: [counts] })
   const t0 = performance.now()
@@ -26,7 +29,7 @@ async function viaStore(path: string, events: string[], batch: number): Promise<
     const end = Math.min(start + batch, events.length)
     for (let i = start; i < end; i++) {
       const key = events[i]!
-      const prev = await view.get(key)
+      const prev = asyncReads ? await view.get(key) : view.getSync(key)
       view.put(key, { n: (prev?.n ?? 0) + 1, pad: PAD })
     }
     await tx.commit({ topic: 'events', partition: 0, offset: BigInt(end - 1) })
@@ -60,7 +63,8 @@ async function viaRaw(path: string, events: string[], batch: number): Promise<nu
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { events: 300_000, keys: 100_000, batch: 500, rounds: 5 })
+  const asyncReads = args.includes('--async')
+  const opts = intFlags(args.filter((a) => a !== '--async'), { events: 300_000, keys: 100_000, batch: 500, rounds: 5 })
   const events = makeEvents(opts.events, opts.keys)
   const store: number[] = []
   const raw: number[] = []
@@ -70,7 +74,7 @@ export async function run(args: string[]): Promise<void> {
       const dir = benchDir('commit')
       try {
         if (side === 'raw') raw.push(await viaRaw(dir.path, events, opts.batch))
-        else store.push(await viaStore(dir.path, events, opts.batch))
+        else store.push(await viaStore(dir.path, events, opts.batch, asyncReads))
       } finally {
         dir.cleanup()
       }
@@ -79,5 +83,5 @@ export async function run(args: string[]): Promise<void> {
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   const eventsPerSec = opts.events / (median(store) / 1000)
   const rawPerSec = opts.events / (median(raw) / 1000)
-  emit({ bench: 'commit', events: opts.events, batch: opts.batch, keys: opts.keys, rounds: opts.rounds, eventsPerSec: Math.round(eventsPerSec), rawPerSec: Math.round(rawPerSec), ratio: round(eventsPerSec / rawPerSec) })
+  emit({ bench: 'commit', events: opts.events, batch: opts.batch, keys: opts.keys, rounds: opts.rounds, reads: asyncReads ? 'get (await)' : 'getSync', eventsPerSec: Math.round(eventsPerSec), rawPerSec: Math.round(rawPerSec), ratio: round(eventsPerSec / rawPerSec) })
 }
