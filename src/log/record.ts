@@ -83,29 +83,48 @@ export async function* scanSegment(file: FileHandle, pos: number, revision: bigi
  * per record. Only the last step of the last batch is not a record.
  */
 export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep[]> {
-  let buf = Buffer.alloc(0)
+  let buf: Buffer = Buffer.alloc(0)
   let bufPos = pos
   let eof = false
-  for (;;) {
-    const batch: ScanStep[] = []
-    let step: ScanStep | undefined
-    while ((step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)) !== undefined) {
-      batch.push(step)
-      if (step.kind !== 'record') break
-      pos = step.end
-      revision += 1n
+  // The read of the next chunk starts before this one's batch is handed out,
+  // so the disk works while the reader does. Each chunk is a new buffer: the
+  // payloads of a batch stay valid however long the reader keeps them.
+  let reading: Promise<{ bytesRead: number }> | undefined
+  try {
+    for (;;) {
+      const batch: ScanStep[] = []
+      let step: ScanStep | undefined
+      while ((step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)) !== undefined) {
+        batch.push(step)
+        if (step.kind !== 'record') break
+        pos = step.end
+        revision += 1n
+      }
+      let next: Buffer | undefined
+      let available = 0
+      let want = 0
+      if (step === undefined) {
+        const at = pos - bufPos
+        available = buf.length - at
+        want = Math.max(CHUNK_BYTES, recordBytes(buf, at, maxRecordBytes))
+        next = Buffer.allocUnsafe(available + want)
+        buf.copy(next, 0, at)
+        reading = file.read(next, available, want, pos + available)
+        // Awaited below, or in finally when the reader stops early.
+        reading.catch(() => undefined)
+      }
+      if (batch.length > 0) yield batch
+      if (next === undefined) return
+      const { bytesRead } = await reading!
+      reading = undefined
+      if (bytesRead < want) eof = true
+      buf = next.subarray(0, available + bytesRead)
+      bufPos = pos
     }
-    if (batch.length > 0) yield batch
-    if (step !== undefined) return
-    const at = pos - bufPos
-    const available = buf.length - at
-    const want = Math.max(CHUNK_BYTES, recordBytes(buf, at, maxRecordBytes))
-    const next = Buffer.allocUnsafe(available + want)
-    buf.copy(next, 0, at)
-    const { bytesRead } = await file.read(next, available, want, pos + available)
-    if (bytesRead < want) eof = true
-    buf = next.subarray(0, available + bytesRead)
-    bufPos = pos
+  } finally {
+    // A reader that stops early must not leave a read running into a file
+    // its caller is about to close.
+    await reading?.catch(() => undefined)
   }
 }
 
