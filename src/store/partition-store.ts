@@ -93,6 +93,7 @@ export class PartitionStore implements TransactionHost {
   #readsDrained: (() => void) | undefined
   /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
   readonly #keyIds = new Map<string, Map<string, string>>()
+  #lastChecked: StateDefinition | undefined
   readonly #values = new Map<string, unknown>()
   #valueBytes = 0
   /** By state name: a key's id depends only on the name and the key. */
@@ -240,6 +241,9 @@ export class PartitionStore implements TransactionHost {
   /** @internal */
   checkState(def: StateDefinition): void {
     this.#checkOpen()
+    // Definitions are frozen: the one that passed last passes again (a
+    // handler asks for its state's view on every event).
+    if (def === this.#lastChecked) return
     const known = this.#states.get(def?.name)
     if (known === undefined) {
       throw new TidemarkError('TIDEMARK_UNKNOWN_STATE', `state ${JSON.stringify(def?.name)} is not one of this store's states (${[...this.#states.keys()].join(', ') || 'none'}); pass it in options.states`)
@@ -247,6 +251,7 @@ export class PartitionStore implements TransactionHost {
     if (known.kind !== def.kind) {
       throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
     }
+    this.#lastChecked = def
   }
 
   /**
