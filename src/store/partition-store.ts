@@ -91,12 +91,13 @@ export class PartitionStore implements TransactionHost {
   /** From the moment quiesce() has drained and closes the database until it is open again. */
   #quiescing = false
   #readsDrained: (() => void) | undefined
-  /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
+  /** By state name: a key's id depends only on the name and the key. */
   readonly #keyIds = new Map<string, Map<string, string>>()
+  /** The state definition that last passed checkState(). */
   #lastChecked: StateDefinition | undefined
+  /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
   readonly #values = new Map<string, unknown>()
   #valueBytes = 0
-  /** By state name: a key's id depends only on the name and the key. */
 
   private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>) {
     this.path = path
