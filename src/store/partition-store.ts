@@ -59,6 +59,8 @@ type Level = ClassicLevel<string, string>
 type MixedBatch = Array<{ type: 'put'; key: string; value: string }>
 const BUFFERS = Object.freeze({ keyEncoding: 'buffer' as const, valueEncoding: 'buffer' as const })
 const BUFFER_KEY = Object.freeze({ keyEncoding: 'buffer' as const })
+const BUFFER_VALUE = Object.freeze({ valueEncoding: 'buffer' as const })
+const EMPTY = Object.freeze({})
 type Encoding = 'utf8' | 'buffer'
 type BatchOp = { type: 'put'; key: Buffer | string; value: Buffer | string; keyEncoding?: Encoding; valueEncoding?: Encoding } | { type: 'del'; key: Buffer | string; keyEncoding?: Encoding }
 // Matches strings whose UTF-16 units are all below 0x80.
@@ -401,32 +403,33 @@ export class PartitionStore implements TransactionHost {
           }
         }
       }
-      const ops: BatchOp[] = []
-      for (const [id, w] of writes) {
-        // An ASCII id is its own UTF-8 key bytes, and a string key or value
-        // is handed to LevelDB without building a Buffer for it.
-        // (utf8 is the database's default encoding; only Buffers say so.)
-        const value = pendingValue(w)
-        if (ASCII.test(id)) {
-          if (value === undefined) ops.push({ type: 'del', key: id })
-          else if (typeof value === 'string') ops.push({ type: 'put', key: id, value })
-          else ops.push({ type: 'put', key: id, value, valueEncoding: 'buffer' })
-        } else {
-          const key = keyOfId(id)
-          if (value === undefined) ops.push({ type: 'del', key, keyEncoding: 'buffer' })
-          else ops.push({ type: 'put', key, keyEncoding: 'buffer', value, valueEncoding: typeof value === 'string' ? 'utf8' : 'buffer' })
-        }
-      }
-      for (const p of checked) ops.push({ type: 'put', key: positionKey(p.topic, p.partition), value: encodeOffset(p.offset), ...BUFFERS })
-      if (ops.length === 0) return
+      if (writes.size === 0 && checked.length === 0) return
+      // A chained batch: each operation goes to LevelDB's native batch as it
+      // is added, which costs the event loop about a third of what an array
+      // batch costs (abstract-level copies every operation of an array, and
+      // the binding reads them back). An ASCII id is its own UTF-8 key bytes,
+      // and strings go in without a Buffer; utf8 is the database's default
+      // encoding, so only Buffers name theirs.
+      const batch = this.#db.batch()
       try {
-        // Options only when they differ from the default: abstract-level
-        // copies batch options into every operation, which made a 1000-write
-        // batch cost ~5 ms of main-thread time instead of ~1 ms (bench/replay).
-        const mixed = ops as unknown as MixedBatch
-        await (this.#options.sync ? this.#db.batch(mixed, SYNC) : this.#db.batch(mixed))
+        for (const [id, w] of writes) {
+          const value = pendingValue(w)
+          if (ASCII.test(id)) {
+            if (value === undefined) batch.del(id)
+            else if (typeof value === 'string') batch.put(id, value)
+            else batch.put<string, Buffer>(id, value, BUFFER_VALUE)
+          } else {
+            const key = keyOfId(id)
+            if (value === undefined) batch.del<Buffer>(key, BUFFER_KEY)
+            else if (typeof value === 'string') batch.put<Buffer, string>(key, value, BUFFER_KEY)
+            else batch.put<Buffer, Buffer>(key, value, BUFFERS)
+          }
+        }
+        for (const p of checked) batch.put<Buffer, Buffer>(positionKey(p.topic, p.partition), encodeOffset(p.offset), BUFFERS)
+        await batch.write(this.#options.sync ? SYNC : EMPTY)
       } catch (cause) {
-        throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${ops.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
+        await batch.close().catch(() => undefined)
+        throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${writes.size + checked.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
       }
       for (const p of checked) this.#positions.set(sourceId(p.topic, p.partition), p)
       if (this.#options.valueCacheBytes > 0) this.#noteCommitted(writes)

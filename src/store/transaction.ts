@@ -152,6 +152,8 @@ export class Transaction {
   /** The own write last found or made: a read-modify-write looks it up twice. Reset whenever #writes is cleared. */
   #lastId: string | undefined
   #lastWrite: PendingWrite | undefined
+  /** The value views' indexes of #writes by string key. */
+  readonly #indexes: Array<Map<string, PendingWrite>> = []
   /** The transaction this one follows (TransactionOptions.after) until this one commits. */
   #after: Transaction | undefined
   /** The latest commit attempt. */
@@ -206,18 +208,34 @@ export class Transaction {
     }
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
     const json = isJsonCodec(def.codec as Codec<unknown>)
+    // This transaction's writes of this state by string key: an index into
+    // #writes (the same objects, changed in place), so that a key written
+    // earlier in the batch is read and written again with one lookup by the
+    // key itself and no id. Cleared with #writes.
+    const own = new Map<string, PendingWrite>()
+    this.#indexes.push(own)
+    const ownWrite = (key: K): PendingWrite | undefined => (typeof key === 'string' ? own.get(key) : undefined)
+    const index = (key: K, w: PendingWrite): void => { if (typeof key === 'string') own.set(key, w) }
     const view: ValueView<V, K> = {
       get: (key) => {
         try {
-          const r = this.#get(def, json, idOf(key), what, key)
+          const w = ownWrite(key)
+          const r = w !== undefined ? this.#readPending(def, w, what, key) : this.#get(def, json, idOf(key), what, key)
           return r instanceof Promise ? r : Promise.resolve(r)
         } catch (err) {
           return Promise.reject(err)
         }
       },
-      getSync: (key) => this.#getSync(def, json, idOf(key), what, key),
-      put: (key, value) => this.#putValue(def, json, idOf(key), value, what, key),
-      delete: (key) => this.#put(idOf(key), undefined, undefined, false),
+      getSync: (key) => {
+        const w = ownWrite(key)
+        return w !== undefined ? this.#readPending(def, w, what, key) : this.#getSync(def, json, idOf(key), what, key)
+      },
+      put: (key, value) => {
+        const w = ownWrite(key)
+        if (w === undefined) index(key, this.#putValue(def, json, idOf(key), value, what, key))
+        else this.#putValue(def, json, w, value, what, key)
+      },
+      delete: (key) => index(key, this.#put(idOf(key), undefined, undefined, false)),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
     this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
@@ -315,12 +333,7 @@ export class Transaction {
 
   #get<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
     const pending = this.#pending(id)
-    if (pending !== undefined) {
-      if (pending.exact) return pending.decoded as V
-      const v = pending.value
-      if (v === undefined) return undefined
-      return typeof v === 'string' ? parseJson<V, Q>(v, what, q) : decodeWith(def.codec, v, what(q))
-    }
+    if (pending !== undefined) return this.#readPending(def, pending, what, q)
     if (json) {
       const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
@@ -360,16 +373,38 @@ export class Transaction {
     return this.#get(def, json, id, what, q) as V | undefined
   }
 
-  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, value: V, what: (q: Q) => () => string, q: Q): void {
-    if (!json) this.#put(id, encodeWith(def.codec, value, what(q)), value, false)
+  /**
+   * Puts `value` as the pending write of `target`: an id (the write is made
+   * if missing) or a write of this transaction found already. The value is
+   * encoded before anything changes, so a value that fails leaves the
+   * transaction as it was.
+   */
+  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q): PendingWrite {
+    this.#checkOpen()
+    let bytes: Buffer | string | undefined
+    let exact = false
+    if (!json) bytes = encodeWith(def.codec, value, what(q))
     // A JSON primitive cannot fail to encode and cannot change: it is turned
     // into text once at commit (pendingValue) instead of at every put.
-    else if (jsonExact(value)) this.#put(id, undefined, value, true)
-    else this.#put(id, jsonText(value, what, q), value, false)
+    else if (jsonExact(value)) exact = true
+    else bytes = jsonText(value, what, q)
+    if (typeof target === 'string') return this.#put(target, bytes, value, exact)
+    target.value = bytes
+    target.decoded = value
+    target.exact = exact
+    return target
   }
 
-  /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. */
-  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean): void {
+  /** The value a pending write stands for. */
+  #readPending<V, Q>(def: { codec: Codec<V> }, w: PendingWrite, what: (q: Q) => () => string, q: Q): V | undefined {
+    if (w.exact) return w.decoded as V
+    const v = w.value
+    if (v === undefined) return undefined
+    return typeof v === 'string' ? parseJson<V, Q>(v, what, q) : decodeWith(def.codec, v, what(q))
+  }
+
+  /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. Returns the write. */
+  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean): PendingWrite {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open.
@@ -379,11 +414,12 @@ export class Transaction {
       this.#writes.set(id, created)
       this.#lastId = id
       this.#lastWrite = created
-    } else {
-      w.value = value
-      w.decoded = decoded
-      w.exact = exact
+      return created
     }
+    w.value = value
+    w.decoded = decoded
+    w.exact = exact
+    return w
   }
 
   async *#entries<V, K>(
@@ -456,6 +492,7 @@ export class Transaction {
 
   #clearWrites(): void {
     this.#writes.clear()
+    for (const index of this.#indexes) index.clear()
     this.#lastId = undefined
     this.#lastWrite = undefined
   }

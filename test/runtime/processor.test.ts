@@ -1,9 +1,9 @@
 import { join } from 'node:path'
-import { ClassicLevel } from 'classic-level'
 import { describe, expect, it } from 'vitest'
 import {
   FsSnapshotStore, PartitionProcessor, PartitionStore, openFileLog, restoreToPoint, type FileLog, type Progress,
 } from '../../src/index.js'
+import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
 import { addSale, fold, readTotals, saleAt, TOPIC, totals, type Sale } from './fixtures/totals.js'
 
@@ -173,18 +173,13 @@ describe('PartitionProcessor batches', () => {
     const p = processor(dir, log, snapshots)
     await p.start()
     // Fault injection: the third commit's LevelDB batch (events 200..299) fails.
-    const original = ClassicLevel.prototype.batch
-    let calls = 0
-    ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
-      if (args.length > 0 && ++calls === 3) return Promise.reject(new Error('injected: disk full'))
-      return (original as (...a: unknown[]) => unknown).apply(this, args)
-    } as typeof original
+    const restore = interceptBatchWrites((n, real) => (n === 3 ? Promise.reject(new Error('injected: disk full')) : real()))
     const commits: bigint[] = []
     p.on('commit', ({ offset }) => commits.push(offset))
     try {
       await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
     } finally {
-      ClassicLevel.prototype.batch = original
+      restore()
     }
     expect(commits).toEqual([99n, 199n])
     const store = await PartitionStore.open({ path: join(dir, 'store'), states: [totals] })

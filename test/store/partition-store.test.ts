@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import {
   PartitionStore, TidemarkError, customCodec, mapState, rawCodec, valueState, type PartitionStoreOptions,
 } from '../../src/index.js'
+import { interceptNextBatchWrite } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const counts = valueState<number>('counts')
@@ -62,13 +63,8 @@ describe('transactions', () => {
     const store = await openStore({ path: tempDir() })
     const tx = store.transaction()
     tx.value(counts).put('a', 1)
-    // Fault injection: the next batch() of any classic-level database fails once.
-    const original = ClassicLevel.prototype.batch
-    let calls = 0
-    ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
-      if (calls++ === 0) return Promise.reject(new Error('injected: disk full'))
-      return (original as (...a: unknown[]) => unknown).apply(this, args)
-    } as typeof original
+    // Fault injection: the next commit of any classic-level database fails once.
+    const restore = interceptNextBatchWrite(() => Promise.reject(new Error('injected: disk full')))
     try {
       const err = await tx.commit({ topic: T, partition: 0, offset: 0n }).catch((e: unknown) => e)
       expect(err).toBeInstanceOf(TidemarkError)
@@ -78,7 +74,7 @@ describe('transactions', () => {
       expect(await store.transaction().value(counts).get('a')).toBeUndefined()
       await tx.commit({ topic: T, partition: 0, offset: 0n })
     } finally {
-      ClassicLevel.prototype.batch = original
+      restore()
     }
     expect(await store.transaction().value(counts).get('a')).toBe(1)
     expect(store.position(T, 0)).toBe(0n)
@@ -478,23 +474,12 @@ describe('opening', () => {
   })
 })
 
-/** Fault injection: wraps ClassicLevel.prototype.batch for the next call only; returns the restore function. */
-function wrapNextBatch(replace: (original: () => Promise<void>) => Promise<void>): () => void {
-  const original = ClassicLevel.prototype.batch
-  let calls = 0
-  ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
-    const call = (): Promise<void> => (original as (...a: unknown[]) => Promise<void>).apply(this, args)
-    return calls++ === 0 && args.length > 0 ? replace(call) : call()
-  } as typeof original
-  return () => { ClassicLevel.prototype.batch = original }
-}
-
 describe('a transaction that follows a committing one (TransactionOptions.after)', () => {
   it('reads the writes of the committing one and commits after it', async () => {
     const store = await openStore({ path: tempDir() })
     let release!: () => void
     const held = new Promise<void>((resolve) => { release = resolve })
-    const restore = wrapNextBatch(async (write) => { await held; await write() })
+    const restore = interceptNextBatchWrite(async (write) => { await held; await write() })
     try {
       const first = store.transaction()
       first.value(counts).put('a', 1)
@@ -523,7 +508,7 @@ describe('a transaction that follows a committing one (TransactionOptions.after)
   it('fails and writes nothing when the commit it follows failed; both commit once that one is retried', async () => {
     const path = tempDir()
     const store = await openStore({ path })
-    const restore = wrapNextBatch(() => Promise.reject(new Error('injected: disk full')))
+    const restore = interceptNextBatchWrite(() => Promise.reject(new Error('injected: disk full')))
     let first: ReturnType<PartitionStore['transaction']>
     let next: ReturnType<PartitionStore['transaction']>
     try {
@@ -552,7 +537,7 @@ describe('a transaction that follows a committing one (TransactionOptions.after)
 
   it('commits after a retried commit of the one it follows', async () => {
     const store = await openStore({ path: tempDir() })
-    const restore = wrapNextBatch(() => Promise.reject(new Error('injected: disk full')))
+    const restore = interceptNextBatchWrite(() => Promise.reject(new Error('injected: disk full')))
     const first = store.transaction()
     const next = store.transaction({ after: (first.value(counts).put('a', 1), first.commit(), first) })
     try {
