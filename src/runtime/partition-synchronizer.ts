@@ -1,6 +1,6 @@
 import { TidemarkError } from '../errors.js'
 import { NO_REVISION, type RevisionedLog } from '../log/revisioned-log.js'
-import { decodeWith, type Codec } from '../store/codec.js'
+import type { Codec } from '../store/codec.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Transaction } from '../store/transaction.js'
 import type { StateSynchronizer } from '../sync/state-synchronizer.js'
@@ -92,14 +92,11 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
     // batch is processed: the next transaction reads its writes meanwhile and
     // does not commit (writes nothing) unless it succeeded.
     let inFlight: Promise<void> | undefined
-    const commit = async (): Promise<void> => {
+    // Takes its arguments rather than reading the loop's variables, which
+    // keeps those out of a closure's context on the per-event path.
+    const commit = async (committing: Transaction, batch: { events: number; offset: bigint; bytes: number }): Promise<void> => {
       if (inFlight !== undefined) await inFlight
-      const batch = { events: inBatch, offset: last, bytes }
-      const committing = tx
-      const written = committing.commit({ topic, partition, offset: last })
-      tx = store.transaction({ after: committing })
-      inBatch = 0
-      bytes = 0
+      const written = committing.commit({ topic, partition, offset: batch.offset })
       inFlight = written.then(() => {
         applied += batch.events
         options.onBatch?.(batch)
@@ -108,9 +105,6 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
       // from being reported as unhandled before then.
       inFlight.catch(() => undefined)
     }
-    let offset = NO_REVISION
-    // One description for the whole fetch: the hot path makes no closure per event.
-    const what = (): string => `event ${topic}/${partition}@${offset}`
     try {
       const read = options.end === undefined ? log.readBatches(from) : log.readBatches(from, { end: options.end })
       for await (const entries of read) {
@@ -120,17 +114,20 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
         let release = store.tryHold() ?? await store.hold()
         try {
           for (const entry of entries) {
-            offset = entry.revision
-            const context: EventContext = { topic, partition, offset }
+            const offset = entry.revision
             let event: E
             try {
-              event = decodeWith(codec, entry.data, what)
-            } catch (err) {
-              throw new TidemarkError('TIDEMARK_DECODE_FAILED', (err as Error).message, { cause: (err as Error).cause, details: { topic, partition, offset } })
+              event = codec.decode(entry.data)
+            } catch (cause) {
+              throw new TidemarkError(
+                'TIDEMARK_DECODE_FAILED',
+                `event ${topic}/${partition}@${offset}: the ${codec.name} codec could not decode ${entry.data.byteLength} stored bytes: ${(cause as Error)?.message ?? cause}`,
+                { cause, details: { topic, partition, offset } },
+              )
             }
             try {
               // Only a handler that returns a promise costs an await.
-              const done = handler(tx, event, context)
+              const done = handler(tx, event, { topic, partition, offset })
               if (done !== undefined) await done
             } catch (cause) {
               throw new TidemarkError(
@@ -143,7 +140,11 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
             bytes += entry.data.byteLength
             if (++inBatch >= batchSize) {
               release()
-              await commit()
+              const committing = tx
+              await commit(committing, { events: inBatch, offset: last, bytes })
+              tx = store.transaction({ after: committing })
+              inBatch = 0
+              bytes = 0
               if (options.signal?.aborted) {
                 await inFlight
                 return applied
@@ -155,7 +156,10 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
           release()
         }
       }
-      if (inBatch > 0) await commit()
+      if (inBatch > 0) {
+        await commit(tx, { events: inBatch, offset: last, bytes })
+        inBatch = 0
+      }
       await inFlight
       return applied
     } finally {
