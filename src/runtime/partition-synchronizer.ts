@@ -1,6 +1,6 @@
 import { TidemarkError } from '../errors.js'
 import { NO_REVISION, type RevisionedLog } from '../log/revisioned-log.js'
-import type { Codec } from '../store/codec.js'
+import { decodeFailed, type Codec } from '../store/codec.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Transaction } from '../store/transaction.js'
 import type { StateSynchronizer } from '../sync/state-synchronizer.js'
@@ -119,11 +119,8 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
             try {
               event = codec.decode(entry.data)
             } catch (cause) {
-              throw new TidemarkError(
-                'TIDEMARK_DECODE_FAILED',
-                `event ${topic}/${partition}@${offset}: the ${codec.name} codec could not decode ${entry.data.byteLength} stored bytes: ${(cause as Error)?.message ?? cause}`,
-                { cause, details: { topic, partition, offset } },
-              )
+              // Not decodeWith: its description thunk would be a closure per event.
+              throw decodeFailed(codec, `event ${topic}/${partition}@${offset}`, entry.data.byteLength, cause, { topic, partition, offset })
             }
             try {
               // Only a handler that returns a promise costs an await.

@@ -63,13 +63,23 @@ export function customCodec<T>(codec: { name?: string; encode(value: T): Uint8Ar
   return { name: codec.name ?? 'custom', encode: (v) => codec.encode(v), decode: (b) => codec.decode(b) }
 }
 
+/** The error of a value that `codec` could not encode; `what` names the value (state and key, update, ...). */
+export function encodeFailed(codec: { name: string }, what: string, cause: unknown): TidemarkError {
+  return new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what}: the ${codec.name} codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+}
+
+/** The error of stored bytes that `codec` could not decode. */
+export function decodeFailed(codec: { name: string }, what: string, byteLength: number, cause: unknown, details?: Record<string, unknown>): TidemarkError {
+  return new TidemarkError('TIDEMARK_DECODE_FAILED', `${what}: the ${codec.name} codec could not decode ${byteLength} stored bytes: ${(cause as Error)?.message ?? cause}`, details === undefined ? { cause } : { cause, details })
+}
+
 /** `what` is a thunk so that the hot path never formats a message it does not throw. */
 export function encodeWith<T>(codec: Codec<T>, value: T, what: () => string): Buffer {
   let bytes: unknown
   try {
     bytes = codec.encode(value)
   } catch (cause) {
-    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the ${codec.name} codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+    throw encodeFailed(codec, what(), cause)
   }
   if (!(bytes instanceof Uint8Array)) {
     throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what()}: the ${codec.name} codec returned ${typeof bytes}, not a Uint8Array`)
@@ -81,6 +91,6 @@ export function decodeWith<T>(codec: Codec<T>, bytes: Uint8Array, what: () => st
   try {
     return codec.decode(bytes)
   } catch (cause) {
-    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what()}: the ${codec.name} codec could not decode ${bytes.byteLength} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
+    throw decodeFailed(codec, what(), bytes.byteLength, cause)
   }
 }

@@ -1,5 +1,5 @@
 import { TidemarkError } from '../errors.js'
-import { decodeWith, encodeWith, isJsonCodec, type Codec } from './codec.js'
+import { decodeFailed, decodeWith, encodeFailed, encodeWith, isJsonCodec, type Codec } from './codec.js'
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
@@ -517,12 +517,14 @@ function settle<T>(read: () => T | Promise<T>): Promise<T> {
 // The JSON paths take the description and its subject apart, so that the
 // hot path allocates no closure for a message it does not throw.
 
+const JSON_FORMAT = { name: 'json' }
+
 /** JSON.parse of stored text, failing the way decodeWith does. */
 function parseJson<V, Q>(text: string, what: (q: Q) => () => string, q: Q): V {
   try {
     return JSON.parse(text) as V
   } catch (cause) {
-    throw new TidemarkError('TIDEMARK_DECODE_FAILED', `${what(q)()}: the json codec could not decode ${Buffer.byteLength(text)} stored bytes: ${(cause as Error)?.message ?? cause}`, { cause })
+    throw decodeFailed(JSON_FORMAT, what(q)(), Buffer.byteLength(text), cause)
   }
 }
 
@@ -532,9 +534,9 @@ function jsonText<Q>(value: unknown, what: (q: Q) => () => string, q: Q): string
   try {
     text = JSON.stringify(value)
   } catch (cause) {
-    throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what(q)()}: the json codec could not encode the value: ${(cause as Error)?.message ?? cause}`, { cause })
+    throw encodeFailed(JSON_FORMAT, what(q)(), cause)
   }
-  if (text === undefined) throw new TidemarkError('TIDEMARK_ENCODE_FAILED', `${what(q)()}: the json codec could not encode the value: value of type ${typeof value} has no JSON form`)
+  if (text === undefined) throw encodeFailed(JSON_FORMAT, what(q)(), new TypeError(`value of type ${typeof value} has no JSON form`))
   return text
 }
 
