@@ -55,14 +55,10 @@ const CACHE_ENTRY_OVERHEAD = 64
  * other access names the buffer encoding.
  */
 type Level = ClassicLevel<string, string>
-/** Batch operations carry their own encodings, which the typings cannot express. */
-type MixedBatch = Array<{ type: 'put'; key: string; value: string }>
 const BUFFERS = Object.freeze({ keyEncoding: 'buffer' as const, valueEncoding: 'buffer' as const })
 const BUFFER_KEY = Object.freeze({ keyEncoding: 'buffer' as const })
 const BUFFER_VALUE = Object.freeze({ valueEncoding: 'buffer' as const })
 const EMPTY = Object.freeze({})
-type Encoding = 'utf8' | 'buffer'
-type BatchOp = { type: 'put'; key: Buffer | string; value: Buffer | string; keyEncoding?: Encoding; valueEncoding?: Encoding } | { type: 'del'; key: Buffer | string; keyEncoding?: Encoding }
 // Matches strings whose UTF-16 units are all below 0x80.
 const ASCII = /^[^\u0080-\uffff]*$/
 const FLUSH_RANGE = Buffer.of(0xff)
@@ -451,15 +447,15 @@ export class PartitionStore implements TransactionHost {
     for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
       stored.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), JSON.parse(value.toString('utf8')) as StateRecord)
     }
-    const ops: BatchOp[] = []
+    const ops: Array<{ type: 'put'; key: Buffer; value: Buffer }> = []
     for (const def of this.#states.values()) {
       const record = stored.get(def.name)
-      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })), ...BUFFERS })
+      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })) })
       else if (record.kind !== def.kind) {
         throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was created as a ${record.kind} state in ${this.path}; it cannot be opened as a ${def.kind} state`)
       }
     }
-    if (ops.length > 0) await this.#db.batch(ops as unknown as MixedBatch, { sync: this.#options.sync })
+    if (ops.length > 0) await this.#db.batch<Buffer, Buffer>(ops, { ...BUFFERS, sync: this.#options.sync })
   }
 
   #serialized<T>(fn: () => Promise<T>): Promise<T> {

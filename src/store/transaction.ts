@@ -149,9 +149,6 @@ export class Transaction {
   /** Views are made once per state: a handler asks for one per event. */
   readonly #views = new Map<StateDefinition, ValueView<unknown, never> | MapView<unknown, never, never>>()
   #state: 'open' | 'committing' | 'done' = 'open'
-  /** The own write last found or made: a read-modify-write looks it up twice. Reset whenever #writes is cleared. */
-  #lastId: string | undefined
-  #lastWrite: PendingWrite | undefined
   /** The value views' indexes of #writes by string key. */
   readonly #indexes: Array<Map<string, PendingWrite>> = []
   /** The transaction this one follows (TransactionOptions.after) until this one commits. */
@@ -317,13 +314,8 @@ export class Transaction {
 
   /** A write of this transaction or, while they commit, of those it follows. */
   #pending(id: string): PendingWrite | undefined {
-    if (id === this.#lastId) return this.#lastWrite
     const own = this.#writes.get(id)
-    if (own !== undefined) {
-      this.#lastId = id
-      this.#lastWrite = own
-      return own
-    }
+    if (own !== undefined) return own
     for (let t = this.#after; t !== undefined; t = t.#after) {
       const w = t.#writes.get(id)
       if (w !== undefined) return w
@@ -408,12 +400,10 @@ export class Transaction {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open.
-    const w = id === this.#lastId ? this.#lastWrite : this.#writes.get(id)
+    const w = this.#writes.get(id)
     if (w === undefined) {
       const created = { value, decoded, exact }
       this.#writes.set(id, created)
-      this.#lastId = id
-      this.#lastWrite = created
       return created
     }
     w.value = value
@@ -493,8 +483,6 @@ export class Transaction {
   #clearWrites(): void {
     this.#writes.clear()
     for (const index of this.#indexes) index.clear()
-    this.#lastId = undefined
-    this.#lastWrite = undefined
   }
 
   #checkOpen(): void {
