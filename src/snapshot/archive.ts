@@ -13,6 +13,7 @@ import { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import tar from 'tar-stream'
 import { TidemarkError } from '../errors.js'
+import { fdClose } from './util.js'
 
 export const TAR_BLOCK = 512
 const END_OF_ARCHIVE = 2 * TAR_BLOCK
@@ -277,7 +278,7 @@ async function writeEntry(entry: AsyncIterable<Buffer>, path: string, want: Expe
     }
     if (batch.length > 0) await fsWritev(fd, batch)
   } catch (err) {
-    await fsClose(fd)
+    await fdClose(fd)
     throw err
   }
   handOver(fd, options.onFile)
@@ -287,7 +288,6 @@ async function writeEntry(entry: AsyncIterable<Buffer>, path: string, want: Expe
 const WRITE_BATCH = 256 * 1024
 
 const fsOpen = promisify(fs.open)
-const fsClose = promisify(fs.close)
 const writev = promisify(fs.writev)
 const write = promisify(fs.write)
 async function fsWritev(fd: number, buffers: Buffer[]): Promise<void> {

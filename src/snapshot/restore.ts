@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import fs from 'node:fs'
 import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
-import { promisify } from 'node:util'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
@@ -13,7 +11,7 @@ import { SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS } from './options.js'
-import { mapLimit } from './util.js'
+import { fdClose, fdSync, mapLimit } from './util.js'
 
 export interface RestoreOptions {
   snapshotStore: SnapshotStore
@@ -351,7 +349,7 @@ class FsyncQueue {
 
   /** Closes what has not started without syncing it, and waits for what has. */
   async cancel(): Promise<void> {
-    await Promise.all(this.#pending.splice(0).map((fd) => fsClose(fd).catch(() => undefined)))
+    await Promise.all(this.#pending.splice(0).map((fd) => fdClose(fd).catch(() => undefined)))
     await this.drain().catch(() => undefined)
   }
 
@@ -370,14 +368,12 @@ class FsyncQueue {
 
 async function fsyncAndClose(fd: number): Promise<void> {
   try {
-    await fsFsync(fd)
+    await fdSync(fd)
   } finally {
-    await fsClose(fd)
+    await fdClose(fd)
   }
 }
 
-const fsFsync = promisify(fs.fsync)
-const fsClose = promisify(fs.close)
 
 /** The downloaded files must open as a LevelDB store at the manifest's positions. */
 async function checkRestoredStore(dir: string, manifest: SnapshotManifest): Promise<Position[]> {

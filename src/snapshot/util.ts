@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
-import { createReadStream } from 'node:fs'
+import fs, { createReadStream } from 'node:fs'
+import { promisify } from 'node:util'
 
 /**
  * Runs fn over items with at most `limit` calls in flight. After the first
@@ -30,3 +31,11 @@ export async function sha256File(path: string): Promise<string> {
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) hash.update(chunk)
   return hash.digest('hex')
 }
+
+/**
+ * Descriptor calls through the callback API, which costs the event loop less
+ * than FileHandle: written snapshot files are handed from the archive reader
+ * to the restore's fsync queue as plain descriptors.
+ */
+export const fdClose = promisify(fs.close)
+export const fdSync = promisify(fs.fsync)

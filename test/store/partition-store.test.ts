@@ -24,6 +24,18 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((s) => s.close()))
 })
 
+/** The state entries (keys starting 0x01) of a closed store, as LevelDB holds them. */
+async function storedStateEntries(path: string): Promise<Array<[Buffer, Buffer]>> {
+  const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  const out: Array<[Buffer, Buffer]> = []
+  try {
+    for await (const [k, v] of db.iterator()) if (k[0] === 0x01) out.push([k, v])
+  } finally {
+    await db.close()
+  }
+  return out
+}
+
 async function all<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = []
   for await (const x of it) out.push(x)
@@ -248,11 +260,7 @@ describe('states, keys and codecs', () => {
     await tx.commit()
     expect(await store.transaction().value(tagged).get('a')).toEqual({ n: 7 })
     await store.close()
-    const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
-    const stored: string[] = []
-    for await (const [k, v] of db.iterator()) if (k[0] === 0x01) stored.push(v.toString())
-    await db.close()
-    expect(stored).toEqual(['n=7'])
+    expect((await storedStateEntries(path)).map(([, v]) => v.toString())).toEqual(['n=7'])
   })
 
   it('JSON states store keys and values as UTF-8 bytes, ASCII or not, and read them back exactly', async () => {
@@ -271,10 +279,7 @@ describe('states, keys and codecs', () => {
     expect((await all(r.entries())).map(([k]) => k)).toEqual(sorted)
     await store.close()
     // The bytes LevelDB holds: the state prefix, the key's UTF-8, the value's UTF-8 JSON.
-    const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
-    const stored = new Map<string, string>()
-    for await (const [k, v] of db.iterator()) if (k[0] === 0x01) stored.set(k.subarray(3 + 'notes'.length).toString('hex'), v.toString('hex'))
-    await db.close()
+    const stored = new Map((await storedStateEntries(path)).map(([k, v]) => [k.subarray(3 + 'notes'.length).toString('hex'), v.toString('hex')]))
     for (const k of keys) expect(stored.get(Buffer.from(k).toString('hex'))).toBe(Buffer.from(JSON.stringify({ text: `v:${k}` })).toString('hex'))
     expect(stored.get(Buffer.from('prim\u00e9').toString('hex'))).toBe(Buffer.from('"caf\u00e9"').toString('hex'))
   })
