@@ -37,14 +37,7 @@ stop() {
 start() {
   local t0 d pid line brokers stat _
   t0=$(date +%s.%N)
-  if [ $# -ge 1 ]; then
-    d=$1
-    mkdir -p "$d"
-    [ -z "$(ls -A "$d")" ] || { echo "kafka-mock.sh: $d is not empty (running? kafka-mock.sh stop $d)" >&2; exit 1; }
-  else
-    d=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-kafka.XXXXXX")
-  fi
-  d=$(cd "$d" && pwd)
+  work_dir d kafka 'kafka-mock.sh stop' "$@" || exit 1
   read -r -a stat </proc/$$/stat
   [ "${stat[4]}" = "$$" ] && echo "$$" >"$d/pgid"
   if [ -n "${TIDEMARK_WATCH_PID:-}" ]; then

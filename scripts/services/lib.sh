@@ -27,6 +27,23 @@ claim_port() {
   return 1
 }
 
+# work_dir VAR NAME HINT [DIR]: the absolute path of the service's working
+# directory in VAR: DIR, created if missing, which must be empty (HINT is the
+# command that stops what may be running there), or a new temporary directory
+# tidemark-NAME.XXXXXX.
+work_dir() {
+  local var=$1 name=$2 hint=$3 wd
+  if [ $# -ge 4 ]; then
+    wd=$4
+    mkdir -p "$wd"
+    [ -z "$(ls -A "$wd")" ] || { echo "${0##*/}: $wd is not empty (running? $hint $wd)" >&2; return 1; }
+  else
+    wd=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-$name.XXXXXX")
+  fi
+  wd=$(cd "$wd" && pwd)
+  printf -v "$var" '%s' "$wd"
+}
+
 # release_ports DIR: drop the port claims made for DIR.
 release_ports() {
   local dir=$1 claims=${TMPDIR:-/tmp}/tidemark-ports-$(id -u) p

@@ -22,14 +22,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../lib.sh
 . "$HERE/../lib.sh"
 
-if [ $# -ge 1 ]; then
-  D=$1
-  mkdir -p "$D"
-  [ -z "$(ls -A "$D")" ] || { echo "start.sh: $D is not empty (running? stop.sh $D)" >&2; exit 1; }
-else
-  D=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-rgw.XXXXXX")
-fi
-D=$(cd "$D" && pwd)
+work_dir D rgw stop.sh "$@" || exit 1
 mkdir -p "$D"/{mon,osd0,rgw,log,run,pids}
 
 # When this script leads its own process group (as when the test setup spawns
