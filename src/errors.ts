@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   TIDEMARK_DFS_UNAVAILABLE: { retriable: true, summary: 'the snapshot store did not answer, failed with a server error or throttled, also after the configured retries' },
   TIDEMARK_DFS_REQUEST_FAILED: { retriable: false, summary: 'the snapshot store rejected the request for another reason (missing bucket, bad request, a key that collides with a directory)' },
   TIDEMARK_DFS_CLOSED: { retriable: false, summary: 'the snapshot store was closed' },
+  TIDEMARK_DFS_STORE_NOT_FOUND: { retriable: false, summary: 'a snapshot store opened to be read (openSnapshotStore with mustExist, the tidemark command) is not there: its file:// root does not exist or is not a directory' },
   // log/
   TIDEMARK_LOG_CORRUPT: { retriable: false, summary: 'a log record fails its checksum or framing; details.revision names it' },
   TIDEMARK_LOG_TRUNCATED: { retriable: false, summary: 'a read asked for entries older than the oldest the log still holds' },

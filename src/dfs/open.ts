@@ -1,4 +1,6 @@
+import { stat } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
+import { TidemarkError } from '../errors.js'
 // Type-only: erased from the output, so src/ does not load the connector (or the AWS SDK) until an s3:// URL is opened.
 import type { S3SnapshotStoreOptions } from '../../connectors/s3/options.js'
 import { FsSnapshotStore } from './fs-store.js'
@@ -7,6 +9,14 @@ import type { SnapshotStore } from './snapshot-store.js'
 export interface OpenSnapshotStoreOptions {
   /** Options for s3:// URLs beyond those the URL carries; they win over the URL's query parameters. */
   s3?: Omit<S3SnapshotStoreOptions, 'bucket' | 'prefix'>
+  /**
+   * Refuse a file:// root that does not exist or is not a directory
+   * (TIDEMARK_DFS_STORE_NOT_FOUND) instead of reading it as an empty store.
+   * For readers: a mistyped path would otherwise list no snapshots and
+   * succeed. Writers leave it off, as the root is created on the first put.
+   * An s3:// store needs no check: a missing bucket fails its first request.
+   */
+  mustExist?: boolean
 }
 
 const S3_QUERY_PARAMETERS = new Set(['endpoint', 'region', 'forcePathStyle'])
@@ -19,6 +29,8 @@ const S3_QUERY_PARAMETERS = new Set(['endpoint', 'region', 'forcePathStyle'])
  */
 export async function openSnapshotStore(url: string, options: OpenSnapshotStoreOptions = {}): Promise<SnapshotStore> {
   if (typeof url !== 'string') throw new TypeError(`url must be a string, got ${typeof url}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${options === null ? 'null' : typeof options}`)
+  if (options.mustExist !== undefined && typeof options.mustExist !== 'boolean') throw new TypeError(`options.mustExist must be a boolean, got ${typeof options.mustExist}`)
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -29,10 +41,22 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
     throw new RangeError('snapshot store URLs must not carry credentials; pass them as options.s3.credentials')
   }
   switch (parsed.protocol) {
-    case 'file:':
-      if (parsed.host !== '' && parsed.host !== 'localhost') throw new RangeError(`snapshot store URL '${url}' names a remote host; mount it and use a local path`)
+    case 'file:': {
+      // The URL parser reads file:relative/dir as file:///relative/dir, so a
+      // relative path would silently land at the file-system root: the raw
+      // text after the scheme must start with a slash (file:///abs, file:/abs
+      // or file://localhost/abs).
+      if (!url.trim().slice(parsed.protocol.length).startsWith('/')) {
+        throw new RangeError(`snapshot store URL '${url}' is not absolute; expected file:///absolute/path`)
+      }
+      if (parsed.host !== '' && parsed.host !== 'localhost') {
+        throw new RangeError(`snapshot store URL '${url}' names the host '${parsed.host}'; file URLs must be absolute and local (file:///absolute/path): mount a remote share and use its local path`)
+      }
       if (parsed.search !== '' || parsed.hash !== '') throw new RangeError(`snapshot store URL '${url}' must not have a query or a fragment`)
-      return new FsSnapshotStore({ root: fileURLToPath(parsed) })
+      const root = fileURLToPath(parsed)
+      if (options.mustExist === true) await checkRoot(url, root)
+      return new FsSnapshotStore({ root })
+    }
     case 's3:': {
       const fromQuery: Partial<S3SnapshotStoreOptions> = {}
       for (const [name, value] of parsed.searchParams) {
@@ -60,5 +84,22 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
     }
     default:
       throw new RangeError(`snapshot store URL '${url}' has an unsupported scheme '${parsed.protocol}'; expected file: or s3:`)
+  }
+}
+
+async function checkRoot(url: string, root: string): Promise<void> {
+  let isDirectory: boolean
+  try {
+    isDirectory = (await stat(root)).isDirectory()
+  } catch (err) {
+    const errno = (err as NodeJS.ErrnoException).code
+    if (errno === 'ENOENT' || errno === 'ENOTDIR') isDirectory = false
+    else {
+      const code = errno === 'EACCES' || errno === 'EPERM' ? 'TIDEMARK_DFS_ACCESS_DENIED' : 'TIDEMARK_DFS_REQUEST_FAILED'
+      throw new TidemarkError(code, `snapshot store ${url}: cannot read its root ${root} (${errno ?? 'unknown'})`, { cause: err, details: { path: root } })
+    }
+  }
+  if (!isDirectory) {
+    throw new TidemarkError('TIDEMARK_DFS_STORE_NOT_FOUND', `snapshot store ${url} does not exist: ${root} is not a directory`, { details: { path: root } })
   }
 }
