@@ -1,9 +1,10 @@
 import type { Readable } from 'node:stream'
 import { isTidemarkError } from '../errors.js'
 import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
-import { corrupt } from './archive.js'
+import { corrupt, type CorruptReason } from './archive.js'
 import type { SnapshotLayout } from './layout.js'
-import { parseManifest, type SnapshotManifest } from './manifest.js'
+import { MAX_MANIFEST_BYTES, parseManifest, type SnapshotManifest } from './manifest.js'
+import { mapLimit } from './util.js'
 
 /** A manifest as listed, before it is read. */
 export interface ManifestRef {
@@ -14,9 +15,6 @@ export interface ManifestRef {
   size: number
   lastModified: Date
 }
-
-/** Manifests are small; anything far larger is not one of ours. */
-const MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 /** The partition's manifests, newest (highest epoch, then sequence) first. */
 export async function listManifests(store: SnapshotStore, layout: SnapshotLayout): Promise<ManifestRef[]> {
@@ -42,9 +40,14 @@ export async function listObjects(store: SnapshotStore, prefix: string): Promise
  * Reads and validates one manifest. A manifest that is missing, too large or
  * does not parse is TIDEMARK_SNAPSHOT_CORRUPT (reason manifest-unreadable);
  * errors of the store itself (unavailable, access denied) pass through, since
- * they say nothing about the snapshot.
+ * they say nothing about the snapshot. The listed size is checked before the
+ * read and the bytes while they stream, so an oversized object costs one
+ * listing entry, not its size in memory.
  */
 export async function readManifest(store: SnapshotStore, layout: SnapshotLayout, ref: ManifestRef): Promise<SnapshotManifest> {
+  if (ref.size > MAX_MANIFEST_BYTES) {
+    throw corrupt('manifest-unreadable', `manifest ${ref.key} has ${ref.size} bytes, more than a manifest may have (${MAX_MANIFEST_BYTES})`, { manifest: ref.key })
+  }
   let bytes: Buffer
   try {
     bytes = await readAll(await store.get(ref.key), MAX_MANIFEST_BYTES)
@@ -57,6 +60,66 @@ export async function readManifest(store: SnapshotStore, layout: SnapshotLayout,
     return parseManifest(bytes, { job: layout.job, partition: layout.partition, epoch: ref.epoch, sequence: ref.sequence })
   } catch (err) {
     throw corrupt('manifest-unreadable', `manifest ${ref.key} is not a valid snapshot manifest: ${(err as Error).message}`, { manifest: ref.key }, err)
+  }
+}
+
+/** A listed manifest that could not be trusted, and why. */
+export interface InvalidManifest {
+  ref: ManifestRef
+  /** Always 'manifest-unreadable' today; typed as CorruptReason so that it reads like restore's skipped snapshots. */
+  reason: CorruptReason
+  message: string
+}
+
+export interface ValidManifests {
+  /** Manifests that parse and whose body matches their key (job, partition, epoch, sequence), newest first. */
+  valid: Array<{ ref: ManifestRef; manifest: SnapshotManifest }>
+  /** The others, newest first: missing by now, too large, not JSON, not a manifest, or of another key. */
+  invalid: InvalidManifest[]
+}
+
+/**
+ * Reads every manifest of `refs` and sorts them into those that can be
+ * trusted and those that cannot. A key is only a name: anyone can write
+ * `9999999999-000000000000.json`, so numbering, fencing and retention must
+ * go by `valid` alone. Errors of the store itself pass through.
+ * `options.cache` holds parsed manifests by key (manifests are immutable,
+ * so it never goes stale); valid ones are added to it.
+ */
+export async function readValidManifests(
+  store: SnapshotStore,
+  layout: SnapshotLayout,
+  refs: readonly ManifestRef[],
+  options: { cache?: Map<string, SnapshotManifest> } = {},
+): Promise<ValidManifests> {
+  const { cache } = options
+  const sorted = [...refs].sort(newestFirst)
+  const outcomes = await mapLimit(sorted, 8, (ref) => readTrusted(store, layout, ref, cache))
+  const result: ValidManifests = { valid: [], invalid: [] }
+  sorted.forEach((ref, i) => {
+    const outcome = outcomes[i]!
+    if ('manifest' in outcome) result.valid.push({ ref, manifest: outcome.manifest })
+    else result.invalid.push({ ref, ...outcome })
+  })
+  return result
+}
+
+/** One manifest through the cache, with TIDEMARK_SNAPSHOT_CORRUPT turned into a value. */
+export async function readTrusted(
+  store: SnapshotStore,
+  layout: SnapshotLayout,
+  ref: ManifestRef,
+  cache: Map<string, SnapshotManifest> | undefined,
+): Promise<{ manifest: SnapshotManifest } | { reason: CorruptReason; message: string }> {
+  const cached = cache?.get(ref.key)
+  if (cached !== undefined) return { manifest: cached }
+  try {
+    const manifest = await readManifest(store, layout, ref)
+    cache?.set(ref.key, manifest)
+    return { manifest }
+  } catch (err) {
+    if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
+    return { reason: (err.details as { reason: CorruptReason }).reason, message: err.message }
   }
 }
 

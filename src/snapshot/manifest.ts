@@ -5,6 +5,17 @@ import { SNAPSHOT_FILE_NAME } from './leveldb-files.js'
 export const MANIFEST_FORMAT = 'tidemark-snapshot'
 export const MANIFEST_VERSION = 1
 
+/**
+ * Bounds on what a manifest may hold, so that a junk or hostile object is
+ * refused before it costs memory (a 55 MB manifest once took 452 MB of RSS
+ * to parse). A file entry takes about 200 bytes, so 16 MiB holds some 80,000
+ * files: 160 GB of state in LevelDB's default 2 MB tables.
+ */
+export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+export const MAX_MANIFEST_FILES = 100_000
+export const MAX_MANIFEST_OBJECTS = 100_000
+export const MAX_MANIFEST_POSITIONS = 10_000
+
 /** One LevelDB file of a snapshot and where its bytes are. */
 export interface SnapshotFile {
   /** File name inside the store directory (flat, e.g. `000123.ldb`, `CURRENT`). */
@@ -59,10 +70,11 @@ export function encodeManifest(manifest: SnapshotManifest): Buffer {
  * Parses and validates a manifest read from the snapshot store. A manifest
  * is input from outside (another process wrote it, bits rot), so every field
  * is checked: names must be plain LevelDB file names, objects must lie in the
- * partition's data folder, offsets must fall on tar blocks. Throws an Error
- * whose message says what is wrong.
+ * partition's data folder, offsets must fall on tar blocks, and no list may
+ * be longer than its bound. Throws an Error whose message says what is wrong.
  */
 export function parseManifest(bytes: Uint8Array, expect: { job: string; partition: string; epoch: number; sequence: number }): SnapshotManifest {
+  if (bytes.byteLength > MAX_MANIFEST_BYTES) throw new Error(`it has ${bytes.byteLength} bytes, more than a manifest may have (${MAX_MANIFEST_BYTES})`)
   let doc: unknown
   try {
     doc = JSON.parse(Buffer.from(bytes).toString('utf8'))
@@ -91,7 +103,7 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
   const parent = m.parent === null ? null : str(m.parent, 'parent')
   const base = str(m.base, 'base')
   if (typeof m.full !== 'boolean') throw new Error('full must be a boolean')
-  const positions = array(m.positions, 'positions').map((p, i) => {
+  const positions = array(m.positions, 'positions', MAX_MANIFEST_POSITIONS).map((p, i) => {
     const o = object(p, `positions[${i}]`)
     if (typeof o.offset !== 'string' || !/^\d{1,19}$/.test(o.offset)) throw new Error(`positions[${i}].offset must be a decimal string`)
     try {
@@ -101,7 +113,7 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
     }
   })
 
-  const objects = array(m.objects, 'objects').map((o, i) => {
+  const objects = array(m.objects, 'objects', MAX_MANIFEST_OBJECTS).map((o, i) => {
     const obj = object(o, `objects[${i}]`)
     return { key: objectKey(obj.key, `objects[${i}].key`), size: int(obj.size, `objects[${i}].size`) }
   })
@@ -113,7 +125,7 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
 
   const names = new Set<string>()
   let stateBytes = 0
-  const files = array(m.files, 'files').map((f, i) => {
+  const files = array(m.files, 'files', MAX_MANIFEST_FILES).map((f, i) => {
     const o = object(f, `files[${i}]`)
     const name = str(o.name, `files[${i}].name`)
     if (!SNAPSHOT_FILE_NAME.test(name)) throw new Error(`files[${i}].name ${JSON.stringify(name)} is not a LevelDB file name`)
@@ -149,8 +161,9 @@ function object(value: unknown, name: string): Record<string, unknown> {
   return value as Record<string, unknown>
 }
 
-function array(value: unknown, name: string): unknown[] {
+function array(value: unknown, name: string, max: number): unknown[] {
   if (!Array.isArray(value)) throw new Error(`${name} must be an array`)
+  if (value.length > max) throw new Error(`${name} has ${value.length} entries, more than a manifest may have (${max})`)
   return value
 }
 
