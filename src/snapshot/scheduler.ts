@@ -1,4 +1,5 @@
 import { isTidemarkError } from '../errors.js'
+import type { Position } from '../store/position.js'
 import { checkFunction, checkInt, checkKnown, checkObject, SCHEDULER_DEFAULTS } from './options.js'
 import type { Snapshotter, SnapshotResult } from './snapshotter.js'
 
@@ -67,12 +68,12 @@ export class SnapshotScheduler {
     this.#timer.unref()
   }
 
-  /** Stops scheduling and waits for a snapshot in flight. */
+  /** Stops scheduling and waits for snapshots in flight (also one that a waiting trigger() starts). */
   async stop(): Promise<void> {
     this.#stopped = true
     if (this.#timer !== undefined) clearInterval(this.#timer)
     this.#timer = undefined
-    await this.#running
+    while (this.#running !== undefined) await this.#running
   }
 
   /** Counts a commit of `events` events and `bytes` bytes, and starts a snapshot if a threshold is crossed. */
@@ -92,8 +93,25 @@ export class SnapshotScheduler {
     return this.#running !== undefined
   }
 
-  /** Starts a snapshot now unless one is in flight; resolves with its result (undefined if it failed or none was started). */
+  /**
+   * Takes a snapshot that covers the store's positions as they are now, and
+   * resolves with its result (undefined if it failed). A snapshot already in
+   * flight is waited for first; its result is returned only when its
+   * checkpoint already covers those positions (it was taken after the call),
+   * else a new snapshot is taken: a caller that asks for a snapshot before
+   * closing must not get one from before its last commits. Callers that wait
+   * for the same in-flight snapshot share the one that follows it.
+   */
   trigger(): Promise<SnapshotResult | undefined> {
+    const running = this.#running
+    if (running === undefined) return this.#start()
+    return this.#after(running, this.snapshotter.partitionStore.positions())
+  }
+
+  async #after(running: Promise<SnapshotResult | undefined>, wanted: readonly Position[]): Promise<SnapshotResult | undefined> {
+    const result = await running
+    if (result !== undefined && covers(result.positions, wanted)) return result
+    // One started since `running` settled began after this call, so it covers it too.
     return this.#running ?? this.#start()
   }
 
@@ -135,4 +153,9 @@ export class SnapshotScheduler {
     this.#running = run
     return run
   }
+}
+
+/** Every position of `wanted` is at or before the one of its source partition in `have`. */
+function covers(have: readonly Position[], wanted: readonly Position[]): boolean {
+  return wanted.every((w) => have.some((h) => h.topic === w.topic && h.partition === w.partition && h.offset >= w.offset))
 }

@@ -100,10 +100,42 @@ describe('SnapshotScheduler', () => {
   it('stop() waits for the snapshot in flight; trigger() takes one now', async () => {
     const { scheduler, results } = await setup({ everyBytes: 0, intervalMs: 0 })
     const triggered = scheduler.trigger()
-    expect(scheduler.trigger()).toBe(triggered)
+    // Nothing was committed since: the snapshot in flight, whose checkpoint comes later, covers this call too.
+    const again = scheduler.trigger()
     await scheduler.stop()
     expect(results).toHaveLength(1)
     expect(await triggered).toBe(results[0])
+    expect(await again).toBe(results[0])
     expect(() => new SnapshotScheduler(scheduler.snapshotter, { everyBytes: -1 })).toThrow(RangeError)
+  })
+
+  it('trigger() while a snapshot uploads waits for it and then takes a new one that covers the commits made since its checkpoint', async () => {
+    const { f, scheduler, results, maxConcurrent } = await setup({ everyBytes: 0, intervalMs: 0 })
+    // Fault-injection style wrap of one call: the first put (a data object) waits until released.
+    const put = f.dfs.put.bind(f.dfs)
+    let putStarted!: () => void
+    const started = new Promise<void>((resolve) => { putStarted = resolve })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => { release = resolve })
+    let calls = 0
+    f.dfs.put = async (key, body, options) => {
+      if (++calls === 1) {
+        putStarted()
+        await released
+      }
+      return put(key, body, options)
+    }
+    const first = scheduler.trigger()
+    await started
+    const checkpointed = f.store.positions()
+    const last = await f.write(0, 100, 2) // committed while the first snapshot uploads
+    const second = scheduler.trigger()
+    const third = scheduler.trigger()
+    release()
+    expect((await first)?.positions).toEqual(checkpointed)
+    expect((await second)?.positions).toEqual([{ topic: 'events', partition: 0, offset: last }])
+    expect(await third).toBe(await second)
+    expect(results).toHaveLength(2)
+    expect(maxConcurrent()).toBe(1)
   })
 })
