@@ -22,23 +22,74 @@ import { demoEvent } from './events.js'
 import { TOPIC, totals } from './job.js'
 import { ensureBucket, openSource, type DemoTarget } from './source.js'
 
-const { values } = parseArgs({
-  options: {
-    events: { type: 'string', default: '200000' },
-    kafka: { type: 'string' },
-    s3: { type: 'string' },
-    keep: { type: 'boolean', default: false },
-  },
-})
-const total = Number(values.events)
-if (!Number.isSafeInteger(total) || total < 10_000) throw new RangeError(`--events must be an integer of at least 10000, got ${values.events}`)
+const USAGE = `usage: npm start -- [--events N] [--keep] [--kafka BROKERS] [--s3 URL]
+  --events N       events to generate, at least 10000 (default 200000)
+  --keep           keep the working directory (printed at the start)
+  --kafka BROKERS  Kafka bootstrap brokers (host:port,...) instead of the embedded file log
+  --s3 URL         an s3:// snapshot store URL instead of the file-system store
+  -h, --help       this text`
+
+/** A bad command line: one line on stderr and exit 2, not a stack trace. */
+class UsageError extends Error {}
+
+interface DemoOptions { events: number; keep: boolean; kafka?: string; s3?: string }
+
+function parseOptions(argv: string[]): DemoOptions | 'help' {
+  let values
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        events: { type: 'string', default: '200000' },
+        kafka: { type: 'string' },
+        s3: { type: 'string' },
+        keep: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }))
+  } catch (err) {
+    // Unknown options, missing values, stray arguments: parseArgs's own wording names them.
+    throw new UsageError((err as Error).message, { cause: err })
+  }
+  if (values.help === true) return 'help'
+  const events = Number(values.events)
+  if (values.events.trim() === '' || !Number.isSafeInteger(events) || events < 10_000) {
+    throw new UsageError(`--events must be an integer of at least 10000, got ${JSON.stringify(values.events)}`)
+  }
+  if (values.kafka !== undefined && values.kafka.trim() === '') throw new UsageError('--kafka must name at least one broker (host:port)')
+  if (values.s3 !== undefined && !(URL.canParse(values.s3) && new URL(values.s3).protocol === 's3:')) {
+    throw new UsageError(`--s3 must be an s3:// URL, got ${JSON.stringify(values.s3)}`)
+  }
+  return {
+    events,
+    keep: values.keep,
+    ...(values.kafka === undefined ? {} : { kafka: values.kafka }),
+    ...(values.s3 === undefined ? {} : { s3: values.s3 }),
+  }
+}
+
+// process.exit is safe here: nothing is open yet, and writes to a pipe, a
+// file or a terminal on Linux are synchronous, so the line is not lost.
+let options: DemoOptions | 'help'
+try {
+  options = parseOptions(process.argv.slice(2))
+} catch (err) {
+  if (!(err instanceof UsageError)) throw err
+  process.stderr.write(`demo: ${err.message} (--help for the options)\n`)
+  process.exit(2)
+}
+if (options === 'help') {
+  process.stdout.write(`${USAGE}\n`)
+  process.exit(0)
+}
+const total = options.events
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-demo-'))
 const target: DemoTarget = {
   dir,
   topic: `tidemark-demo-${randomBytes(4).toString('hex')}`,
   snapshotEvery: Math.max(2000, Math.floor(total / 10)),
-  ...(values.kafka === undefined ? {} : { kafka: values.kafka }),
-  ...(values.s3 === undefined ? {} : { s3: values.s3.includes('?') ? values.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${values.s3}/${randomBytes(4).toString('hex')}` }),
+  ...(options.kafka === undefined ? {} : { kafka: options.kafka }),
+  ...(options.s3 === undefined ? {} : { s3: options.s3.includes('?') ? options.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${options.s3}/${randomBytes(4).toString('hex')}` }),
 }
 
 type Line = Record<string, unknown> & { type: string }
@@ -67,6 +118,7 @@ const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(2)} MB`
 
 try {
   const t0 = performance.now()
+  if (options.keep) console.log(`working directory (kept): ${dir}`)
   console.log(`generating ${total} events into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}`)
   await ensureBucket(target)
   const log = await openSource(target)
@@ -140,5 +192,5 @@ try {
     console.log('verified')
   }
 } finally {
-  if (!values.keep) rmSync(dir, { recursive: true, force: true })
+  if (!options.keep) rmSync(dir, { recursive: true, force: true })
 }

@@ -24,3 +24,19 @@ it('the demo runs the same against Kafka and S3 (--kafka, --s3)', async () => {
   expect(stdout).toContain('into the Kafka topic')
   expect(stdout.trim().split('\n').at(-1)).toBe('verified')
 }, 240_000)
+
+it('the demo prints its usage on --help, and refuses a bad option with one line and exit 2 before doing anything', async () => {
+  const help = await run(process.execPath, ['--import', 'tsx', demo, '--help'])
+  expect(help.stdout).toMatch(/^usage: npm start -- .*\n(.*\n)*.*--events N/)
+  expect(help.stderr).toBe('')
+  const cases: [string[], string][] = [
+    [['--events', '5000'], '--events must be an integer of at least 10000, got "5000"'],
+    [['--bogus'], "Unknown option '--bogus'"],
+    [['--s3', 'file:///tmp/x'], '--s3 must be an s3:// URL, got "file:///tmp/x"'],
+  ]
+  await Promise.all(cases.map(async ([args, message]) => {
+    const failed = run(process.execPath, ['--import', 'tsx', demo, ...args])
+    await expect(failed, args.join(' ')).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^demo: [^\n]*\n$/) })
+    await expect(failed, args.join(' ')).rejects.toMatchObject({ stderr: expect.stringContaining(`demo: ${message}`) })
+  }))
+})
