@@ -43,6 +43,7 @@ export const ERROR_CODES = {
   TIDEMARK_SNAPSHOT_FENCED: { retriable: false, summary: 'a snapshot of a newer owner epoch exists, or another writer committed the same sequence: this writer no longer owns the partition' },
   TIDEMARK_SNAPSHOT_CORRUPT: { retriable: false, summary: 'a snapshot failed verification (details.reason: manifest-unreadable, object-missing, object-truncated, checksum-mismatch, unsafe-entry, ...)' },
   TIDEMARK_SNAPSHOT_NOT_FOUND: { retriable: false, summary: 'restore found no usable snapshot (none exist, or each failed verification; details.skipped says why) and allowEmpty was not set' },
+  TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED: { retriable: false, summary: 'a snapshot that verifies holds the largest epoch (a new owner\'s start) or sequence (a new snapshot) a manifest key can carry, so nothing newer can be numbered; move the partition\'s snapshots aside' },
   // runtime/
   TIDEMARK_HANDLER_FAILED: { retriable: false, summary: 'the operator\'s handler threw on an event (details: topic, partition, offset); nothing of its batch was committed' },
   TIDEMARK_PROCESSOR_CLOSED: { retriable: false, summary: 'the partition processor was closed, or stopped after an error' },

@@ -5,8 +5,8 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
-import { archiveSize, packFiles, type PackedEntry } from './archive.js'
-import { listManifests, readAll, readManifest, type ManifestRef } from './catalog.js'
+import { archiveSize, packFiles, type CorruptReason, type PackedEntry } from './archive.js'
+import { listManifests, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'
 import { takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
 import { collectGarbage, type GcResult } from './gc.js'
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
@@ -53,6 +53,8 @@ export type SnapshotterEvent =
   | { type: 'gc-failed'; error: unknown }
   | { type: 'objects-unavailable'; objects: string[]; reason: string }
   | { type: 'live-set-unknown'; message: string }
+  /** Listed manifests that do not verify (junk, truncated, of another key): ignored for numbering, fencing and reuse. Reported once per Snapshotter. */
+  | { type: 'manifests-invalid'; manifests: Array<{ key: string; reason: CorruptReason; message: string }> }
 
 export interface SnapshotFileResult extends SnapshotFile {
   /** Uploaded with this snapshot (false: referenced from an earlier one). */
@@ -119,6 +121,8 @@ export class Snapshotter {
   readonly #hashes = new FileHashCache()
   /** Relative keys of data objects being uploaded; gc() must not take them. */
   readonly #uploading = new Set<string>()
+  /** Invalid manifests already reported, so that each is reported once. */
+  readonly #reportedInvalid = new Set<string>()
   #inFlight: Promise<unknown> | undefined
   #closed = false
   #staleCheckpointsRemoved = false
@@ -154,9 +158,12 @@ export class Snapshotter {
   /**
    * Takes a snapshot. Rejects with TIDEMARK_SNAPSHOT_IN_PROGRESS while
    * another one of the same store runs, TIDEMARK_SNAPSHOT_UPLOAD_FAILED when
-   * the snapshot store failed (also after its retries), and
-   * TIDEMARK_SNAPSHOT_FENCED when a newer owner (higher epoch) has written
-   * snapshots of the partition.
+   * the snapshot store failed (also after its retries) or a new data object
+   * vanished before the manifest referenced it (the manifest is withdrawn),
+   * and TIDEMARK_SNAPSHOT_FENCED when a newer owner (higher epoch) has
+   * written snapshots of the partition or another writer took the manifest
+   * key. Only manifests that verify count: a listed key that does not is
+   * skipped (a 'manifests-invalid' event) and never numbered after.
    */
   async takeSnapshot(options: TakeSnapshotOptions = {}): Promise<SnapshotResult> {
     checkObject(options, 'takeSnapshot options')
@@ -240,13 +247,13 @@ export class Snapshotter {
   async #upload(checkpoint: Checkpoint, forceFull: boolean, uploadStarted: number): Promise<SnapshotResult> {
     const { epoch } = this.options
     const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-    this.#checkFence(refs)
-    const sequence = (refs.reduce((max, r) => Math.max(max, r.sequence), -1)) + 1
-    if (sequence > MAX_SEQUENCE) throw new RangeError(`the snapshot sequence of ${this.layout.prefix} is exhausted`)
+    const valid = await this.#validRefs(refs)
+    this.#checkFence(valid)
+    const sequence = this.#nextSequence(valid, refs)
     const id = snapshotId(epoch, sequence)
 
     // What kept snapshots already hold, by name + size + sha256.
-    const kept = await this.#keptManifests(refs)
+    const kept = await this.#keptManifests(valid)
     const parent = kept[0]
     const available = await this.#availableObjects(kept)
     const held = new Map<string, SnapshotFile>()
@@ -325,6 +332,7 @@ export class Snapshotter {
       const key = this.layout.manifestKey(epoch, sequence)
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
+      await this.#checkUploaded(key, newObjects)
       this.#manifests.set(key, manifest)
       this.#hashes.retain(checkpoint.files)
       return {
@@ -350,7 +358,8 @@ export class Snapshotter {
   /** Writes the manifest: the commit point. Create-only where the store can, so two writers of one sequence cannot both win. */
   async #commit(key: string, body: Buffer): Promise<void> {
     const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-    this.#checkFence(refs)
+    // Only manifests of a newer epoch can fence, and only those need reading.
+    this.#checkFence(await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch)))
     const ifNoneMatch = this.snapshotStore.capabilities.conditionalPut
     try {
       try {
@@ -364,13 +373,94 @@ export class Snapshotter {
       }
     } catch (err) {
       if (isTidemarkError(err, 'TIDEMARK_DFS_OBJECT_EXISTS')) {
-        // A retry of our own put whose first answer was lost finds our manifest there.
-        const existing = await this.#dfs('read back the manifest', async () => readAll(await this.snapshotStore.get(key), body.byteLength + 1))
-        if (existing.equals(body)) return
+        // A retry of our own put whose first answer was lost finds our manifest
+        // there. Anything else there, larger, smaller or junk, took the key:
+        // read at most one byte more than ours, since a larger object differs
+        // whatever it holds (and must not fail the read: that would be a
+        // retriable error for what no retry can change).
+        const existing = await this.#dfs('read back the manifest', async () => {
+          try {
+            return await readAll(await this.snapshotStore.get(key), body.byteLength)
+          } catch (readErr) {
+            if (readErr instanceof RangeError) return undefined
+            throw readErr
+          }
+        })
+        if (existing?.equals(body) === true) return
         throw new TidemarkError('TIDEMARK_SNAPSHOT_FENCED', `another writer committed snapshot ${key} first; is the partition owned twice?`, { cause: err, details: { key } })
       }
       throw uploadFailed('write the manifest', this.layout, err)
     }
+  }
+
+  /**
+   * A new data object can vanish between its upload and the manifest: a gc
+   * of another process with a short grace (or a clock far ahead) finds it
+   * unreferenced. A manifest is a success only once every object it added is
+   * there with its size (one HEAD each, usually one); otherwise it is
+   * withdrawn, and also when that cannot be checked.
+   */
+  async #checkUploaded(key: string, objects: readonly SnapshotObject[]): Promise<void> {
+    let vanished: string[]
+    try {
+      const infos = await mapLimit(objects, 8, (o) => this.snapshotStore.head(this.layout.dataKey(o.key)))
+      vanished = objects.filter((o, i) => infos[i]?.size !== o.size).map((o) => this.layout.dataKey(o.key))
+    } catch (err) {
+      const withdrawn = await this.#withdraw(key)
+      throw uploadFailed(`check the uploaded data objects (manifest ${key} ${withdrawn})`, this.layout, err)
+    }
+    if (vanished.length === 0) return
+    const withdrawn = await this.#withdraw(key)
+    throw new TidemarkError(
+      'TIDEMARK_SNAPSHOT_UPLOAD_FAILED',
+      `snapshot of ${this.layout.prefix} failed: data objects ${vanished.join(', ')} vanished before manifest ${key} referenced them (a gc with a short grace?); the manifest ${withdrawn}; the previous snapshot stays the latest`,
+      { retriable: true, details: { job: this.layout.job, partition: this.layout.partition, key, vanished } },
+    )
+  }
+
+  /** Deletes a manifest this writer just committed; says how that went, for the error that follows. */
+  async #withdraw(key: string): Promise<string> {
+    try {
+      await this.snapshotStore.deleteMany([key])
+      return 'was deleted'
+    } catch (err) {
+      // A restore verifies objects and skips such a manifest; gc removes it in time.
+      return `could not be deleted (${(err as Error)?.message ?? String(err)})`
+    }
+  }
+
+  /** The listed manifests that verify, newest first; the others are reported once and otherwise ignored. */
+  async #validRefs(refs: readonly ManifestRef[]): Promise<ManifestRef[]> {
+    if (refs.length === 0) return []
+    const { valid, invalid } = await this.#dfs('read the manifests', () => readValidManifests(this.snapshotStore, this.layout, refs, { cache: this.#manifests }))
+    const fresh = invalid.filter((m) => !this.#reportedInvalid.has(m.ref.key))
+    if (fresh.length > 0) {
+      for (const m of fresh) this.#reportedInvalid.add(m.ref.key)
+      this.#emit({ type: 'manifests-invalid', manifests: fresh.map((m) => ({ key: m.ref.key, reason: m.reason, message: m.message })) })
+    }
+    return valid.map((v) => v.ref)
+  }
+
+  /**
+   * One more than the highest sequence of a manifest that verifies, then the
+   * first whose key is not taken: a listed key is never trusted for
+   * numbering (junk at the maximum would exhaust it) but never overwritten
+   * either (junk at the next key would fence this writer).
+   */
+  #nextSequence(valid: readonly ManifestRef[], listed: readonly ManifestRef[]): number {
+    const { epoch } = this.options
+    const taken = new Set(listed.map((r) => r.key))
+    const highest = valid.reduce((max, r) => Math.max(max, r.sequence), -1)
+    let sequence = highest + 1
+    while (sequence <= MAX_SEQUENCE && taken.has(this.layout.manifestKey(epoch, sequence))) sequence++
+    if (sequence > MAX_SEQUENCE) {
+      throw new TidemarkError(
+        'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
+        `no snapshot sequence of ${this.layout.prefix} is left: a manifest that verifies has sequence ${highest} and the maximum is ${MAX_SEQUENCE}; move the partition's snapshots aside`,
+        { details: { job: this.layout.job, partition: this.layout.partition, sequence: highest } },
+      )
+    }
+    return sequence
   }
 
   #checkFence(refs: readonly ManifestRef[]): void {
@@ -384,7 +474,7 @@ export class Snapshotter {
     }
   }
 
-  /** The newest `retain` manifests that parse: the only ones a new snapshot references, so gc() never takes what it needs. */
+  /** The newest `retain` manifests that verify: the only ones a new snapshot references, so gc() never takes what it needs. */
   async #keptManifests(refs: readonly ManifestRef[]): Promise<SnapshotManifest[]> {
     const out: SnapshotManifest[] = []
     for (const ref of refs) {

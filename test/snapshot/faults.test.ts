@@ -114,6 +114,22 @@ describe('ownership', () => {
     })
     await expect(f.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED', cause: { code: 'TIDEMARK_DFS_OBJECT_EXISTS' } })
   })
+
+  it('the loser is fenced (not a retriable upload failure) also when the winner\'s manifest is larger than its own', async () => {
+    const f = await setup(2000)
+    await f.snapshotter.takeSnapshot()
+    let ours: number | undefined
+    failPut(f, async (key, _n, body) => {
+      if (key.includes('/manifests/') && ours === undefined) {
+        // The other writer's snapshot lists more files: a longer manifest.
+        ours = (body as Uint8Array).byteLength
+        await writeFile(join(f.dir, 'dfs', ...key.split('/')), Buffer.alloc(ours * 3, 'x'))
+      }
+      return undefined
+    })
+    await expect(f.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED', retriable: false, cause: { code: 'TIDEMARK_DFS_OBJECT_EXISTS' } })
+    expect(ours).toBeGreaterThan(0)
+  })
 })
 
 describe('one snapshot at a time', () => {
