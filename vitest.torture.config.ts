@@ -1,0 +1,21 @@
+import { defineConfig } from 'vitest/config'
+
+// `npm run test:torture`: the kill, fault, corruption and disk-full suite of
+// issue 10. Not part of `npm test` (its files end in .torture.ts); CI runs it
+// with TORTURE_SCALE=ci. Prints one JSON line of figures at the end
+// (test/torture/figures-setup.ts).
+export default defineConfig({
+  test: {
+    include: ['test/torture/**/*.torture.ts'],
+    globalSetup: ['test/setup/services.ts', 'test/torture/figures-setup.ts'],
+    setupFiles: ['test/setup/worker.ts'],
+    pool: 'forks',
+    testTimeout: 1_800_000,
+    hookTimeout: 120_000,
+    teardownTimeout: 30_000,
+    retry: 0,
+    env: {
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
+  },
+})
