@@ -11,7 +11,9 @@
 export const ERROR_CODES = {
   // store/
   TIDEMARK_STORE_LOCKED: { retriable: true, summary: 'the partition store is open in this or another process' },
-  TIDEMARK_STORE_OPEN_FAILED: { retriable: false, summary: 'LevelDB could not open the store directory (corrupt, unreadable or not a store)' },
+  TIDEMARK_STORE_OPEN_FAILED: { retriable: false, summary: 'LevelDB could not open the store directory (corrupt, unreadable, a full disk); after a failed reopen following a checkpoint, every later call of that store fails with it (cause: the reopen\'s error)' },
+  TIDEMARK_STORE_NOT_FOUND: { retriable: false, summary: 'a store opened with create: false (to be read) does not exist: the path is missing, an empty directory, or a Tidemark directory without a database' },
+  TIDEMARK_STORE_NOT_A_STORE: { retriable: false, summary: 'the path is not a directory, or a non-empty directory that is neither a Tidemark store (no TIDEMARK-STORE marker) nor a plain LevelDB store of an earlier version; nothing there was changed' },
   TIDEMARK_STORE_CLOSED: { retriable: false, summary: 'the store was closed, or is closing' },
   TIDEMARK_STORE_QUIESCED: { retriable: true, summary: 'a synchronous read (getSync) came while the store was closed for a checkpoint; get() waits instead' },
   TIDEMARK_UNKNOWN_STATE: { retriable: false, summary: 'a state was used that the store was not opened with' },
@@ -44,6 +46,7 @@ export const ERROR_CODES = {
   TIDEMARK_SNAPSHOT_CORRUPT: { retriable: false, summary: 'a snapshot failed verification (details.reason: manifest-unreadable, object-missing, object-truncated, checksum-mismatch, unsafe-entry, ...)' },
   TIDEMARK_SNAPSHOT_NOT_FOUND: { retriable: false, summary: 'restore found no usable snapshot (none exist, or each failed verification; details.skipped says why) and allowEmpty was not set' },
   TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED: { retriable: false, summary: 'a snapshot that verifies holds the largest epoch (a new owner\'s start) or sequence (a new snapshot) a manifest key can carry, so nothing newer can be numbered; move the partition\'s snapshots aside' },
+  TIDEMARK_RESTORE_CONFLICT: { retriable: true, summary: 'another restore (or process) filled or replaced the target while this restore ran; this one did not install its copy, and a retry uses what is there now' },
   // runtime/
   TIDEMARK_HANDLER_FAILED: { retriable: false, summary: 'the operator\'s handler threw on an event (details: topic, partition, offset); nothing of its batch was committed' },
   TIDEMARK_PROCESSOR_CLOSED: { retriable: false, summary: 'the partition processor was closed, or stopped after an error' },

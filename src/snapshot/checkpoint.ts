@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
+import { readMarker, STORE_MARKER, writeMarker } from '../store/store-dir.js'
 import { fileKind, fileNumber, isLiveLog, manifestFromCurrent, parseLevelDbManifest } from './leveldb-files.js'
 
 export interface CheckpointFile {
@@ -41,6 +42,9 @@ export async function takeCheckpoint(store: PartitionStore, parent: string): Pro
   let started = performance.now()
   try {
     await mkdir(dir, { recursive: true })
+    // What proves the directory is a checkpoint, so that a later cleanup may
+    // delete it; it is not one of the snapshot's files (restore writes its own).
+    await writeMarker(dir, 'checkpoint')
     // Commits go on during the flush; the stall starts at quiesce().
     await store.flush()
     started = performance.now()
@@ -91,6 +95,7 @@ async function pruneToLiveSet(dir: string, manifest: string): Promise<{ files: C
   const files: CheckpointFile[] = []
   const seenTables = new Set<number>()
   for (const name of await readdir(dir)) {
+    if (name === STORE_MARKER) continue
     const kind = fileKind(name)
     const path = join(dir, name)
     if (kind === undefined) { // LOCK, LOG: LevelDB's own bookkeeping of the replay
@@ -118,4 +123,27 @@ async function pruneToLiveSet(dir: string, manifest: string): Promise<{ files: C
   }
   files.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return liveSetUnknown === undefined ? { files } : { files, liveSetUnknown }
+}
+
+/**
+ * Removes the checkpoint directories (ckpt-*) that a process which died
+ * while taking a snapshot left in `checkpointDir`. Only directories that
+ * carry the checkpoint marker are removed: anything else there, whatever its
+ * name, was not made by takeCheckpoint. Returns the names removed.
+ */
+export async function removeStaleCheckpoints(checkpointDir: string): Promise<string[]> {
+  let names: string[]
+  try {
+    names = await readdir(checkpointDir)
+  } catch {
+    return [] // no directory, nothing left behind
+  }
+  const removed: string[] = []
+  await Promise.all(names.filter((n) => n.startsWith('ckpt-')).map(async (name) => {
+    const dir = join(checkpointDir, name)
+    if ((await readMarker(dir))?.kind !== 'checkpoint') return
+    await rm(dir, { recursive: true, force: true })
+    removed.push(name)
+  }))
+  return removed.sort()
 }

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
+import { errnoOf, inspectStoreDir, makeDirectory, writeMarker, type StoreDir } from '../store/store-dir.js'
 import type { Position } from '../store/position.js'
 import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
 import { listManifests, readManifest } from './catalog.js'
@@ -17,7 +18,13 @@ export interface RestoreOptions {
   snapshotStore: SnapshotStore
   job: string
   partition: string | number
-  /** The partition store directory to fill. It must be absent, empty, or hold a partition store (which is used or replaced). */
+  /**
+   * The partition store directory to fill. It must be absent, empty, or hold
+   * a partition store (which is used or replaced): one Tidemark made (it
+   * holds the TIDEMARK-STORE marker) or a plain LevelDB store of an earlier
+   * version. Anything else fails with TIDEMARK_STORE_NOT_A_STORE before
+   * anything is downloaded, moved or deleted.
+   */
   target: string
   /** Restore exactly this snapshot id: no fallback to older ones, the local store is not considered. */
   snapshot?: string
@@ -85,10 +92,13 @@ export interface RestoreResult {
 
 const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', ...Object.keys(RESTORE_DEFAULTS)]
 
+/** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 type LocalState =
-  | { state: 'absent'; exists: boolean }
-  | { state: 'intact'; positions: Position[] }
-  | { state: 'damaged'; reason: string }
+  | { state: 'absent'; dir: Identity | undefined }
+  | { state: 'intact'; positions: Position[]; dir: Identity }
+  | { state: 'damaged'; reason: string; dir: Identity }
+
+interface Identity { dev: number; ino: number }
 
 /**
  * Restores a partition store into `target` from the newest snapshot that
@@ -176,9 +186,9 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   if (settings.allowEmpty && wanted === undefined) {
     if (local.state === 'damaged') {
       emit({ type: 'local-store-replaced', reason: local.reason })
-      await replaceWithEmpty(target)
+      await replaceWithEmpty(target, local.dir)
     }
-    await mkdir(target, { recursive: true })
+    await makeDirectory(target)
     return done({ source: 'empty', positions: [], bytesDownloaded: 0, bytesTotal: 0, files: 0 })
   }
   const why = refs.length === 0
@@ -259,7 +269,7 @@ async function download(
     if (info.size < needed.get(key)!) throw corrupt('object-truncated', `snapshot ${manifest.id}: data object ${full} has ${info.size} bytes, its files need ${needed.get(key)!}`, { object: full, snapshot: manifest.id })
   })
 
-  await mkdir(dirname(target), { recursive: true })
+  await makeDirectory(dirname(target))
   const temp = await mkdtemp(join(dirname(target), `.${basename(target)}.restore-`))
   let bytesDownloaded = 0
   let filesDone = 0
@@ -307,6 +317,8 @@ async function download(
     report(true)
     await syncs?.drain()
 
+    // Before the store is opened: a restored store is Tidemark's like one it created.
+    await writeMarker(temp, 'store', settings.fsync)
     const positions = await checkRestoredStore(temp, manifest)
     if (settings.fsync) await fsyncDir(temp)
     await install(temp, target, local, emit)
@@ -398,46 +410,86 @@ async function checkRestoredStore(dir: string, manifest: SnapshotManifest): Prom
   return positions
 }
 
-/** Renames the verified directory into place; an old store at the target is moved aside first and deleted after. */
+/**
+ * Renames the verified directory into place; an old store at the target is
+ * moved aside first and deleted after. Another restore into the same target
+ * that got there first makes this one fail with TIDEMARK_RESTORE_CONFLICT
+ * instead of a raw ENOTEMPTY, and its store is left in place.
+ */
 async function install(temp: string, target: string, local: LocalState, emit: (event: RestoreEvent) => void): Promise<void> {
   if (local.state === 'intact' || local.state === 'damaged') {
     emit({ type: 'local-store-replaced', reason: local.state === 'damaged' ? local.reason : 'the local store is behind the snapshot' })
-    const aside = `${target}.replaced-${randomBytes(4).toString('hex')}`
-    await rename(target, aside)
-    await rename(temp, target)
-    await rm(aside, { recursive: true, force: true })
+    const aside = await moveAside(target, local.dir)
+    try {
+      await rename(temp, target)
+    } catch (err) {
+      throw conflictOr(err, target)
+    } finally {
+      // Deleted either way: it is the store this restore was to replace.
+      await rm(aside, { recursive: true, force: true })
+    }
   } else {
-    if (local.exists) await rmdir(target) // empty: checked by inspectLocal
-    await rename(temp, target)
+    if (local.dir !== undefined) {
+      await checkUnchanged(target, local.dir)
+      // rmdir removes only an empty directory; ENOENT: someone else removed it.
+      await rmdir(target).catch((err: unknown) => {
+        if (errnoOf(err) !== 'ENOENT') throw conflictOr(err, target)
+      })
+    }
+    await rename(temp, target).catch((err: unknown) => { throw conflictOr(err, target) })
   }
   await fsyncDir(dirname(target))
 }
 
-async function replaceWithEmpty(target: string): Promise<void> {
+async function replaceWithEmpty(target: string, dir: Identity): Promise<void> {
+  await rm(await moveAside(target, dir), { recursive: true, force: true })
+}
+
+/** Renames the store at `target` (the one inspectLocal saw, nothing else) to a name beside it. */
+async function moveAside(target: string, dir: Identity): Promise<string> {
+  await checkUnchanged(target, dir)
   const aside = `${target}.replaced-${randomBytes(4).toString('hex')}`
-  await rename(target, aside)
-  await rm(aside, { recursive: true, force: true })
+  await rename(target, aside).catch((err: unknown) => { throw conflictOr(err, target) })
+  return aside
+}
+
+async function checkUnchanged(target: string, dir: Identity): Promise<void> {
+  const now = await stat(target).catch(() => undefined)
+  if (now === undefined || now.dev !== dir.dev || now.ino !== dir.ino) throw conflict(target)
+}
+
+function conflict(target: string, cause?: unknown): TidemarkError {
+  return new TidemarkError('TIDEMARK_RESTORE_CONFLICT', `the target ${target} was filled or replaced by another restore or process while this restore ran; this restore did not install its copy (retry to use what is there now)`, { cause, details: { target } })
+}
+
+/** The errors of a rename or rmdir that lost to another restore; anything else as it is. */
+function conflictOr(err: unknown, target: string): unknown {
+  const code = errnoOf(err)
+  return code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOENT' ? conflict(target, err) : err
 }
 
 /**
  * What is at the target: nothing (or an empty directory), an intact store
- * (its positions), or a damaged one. A directory with other files is refused
- * rather than replaced: it is not ours to delete.
+ * (its positions), or a damaged one. Only a directory that Tidemark can tell
+ * for a store (its marker, or nothing but LevelDB's files with a valid
+ * CURRENT) may be replaced; anything else is refused before anything is
+ * downloaded: it is not ours to delete.
  */
 async function inspectLocal(target: string, useLocal: boolean): Promise<LocalState> {
-  let names: string[]
+  let found: StoreDir
   try {
-    names = await readdir(target)
+    found = await inspectStoreDir(target)
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT') return { state: 'absent', exists: false }
-    if (code === 'ENOTDIR') throw new RangeError(`target ${target} exists and is not a directory`)
-    throw err
+    throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot read the restore target ${target}: ${(err as Error).message}`, { cause: err, details: { target } })
   }
-  if (names.length === 0) return { state: 'absent', exists: true }
-  const levelNames = names.filter((n) => fileKind(n) !== undefined || n === 'LOCK' || n === 'LOG' || n === 'LOG.old')
-  if (levelNames.length === 0) throw new RangeError(`target ${target} is not empty and holds no partition store; restore will not replace it`)
-  const damaged = (reason: string): LocalState => ({ state: 'damaged', reason })
+  if (found.kind === 'absent') return { state: 'absent', dir: undefined }
+  if (found.kind === 'empty') return { state: 'absent', dir: { dev: found.dev, ino: found.ino } }
+  if (found.kind === 'foreign') {
+    throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `the restore target ${target} is not a partition store: ${found.reason}; restore will neither fill nor replace it, and left it as it is`, { details: { target } })
+  }
+  const { names } = found
+  const dir = { dev: found.dev, ino: found.ino }
+  const damaged = (reason: string): LocalState => ({ state: 'damaged', reason, dir })
   if (!useLocal) return damaged('the local store is not considered (useLocal: false or a specific snapshot was asked for)')
   if (!names.includes('CURRENT')) return damaged('the local store has no CURRENT file')
   try {
@@ -453,10 +505,10 @@ async function inspectLocal(target: string, useLocal: boolean): Promise<LocalSta
     return damaged(`the local store's MANIFEST cannot be read: ${(err as Error).message}`)
   }
   try {
-    const store = await PartitionStore.open({ path: target })
+    const store = await PartitionStore.open({ path: target, create: false })
     const positions = store.positions()
     await store.close()
-    return { state: 'intact', positions }
+    return { state: 'intact', positions, dir }
   } catch (err) {
     if (isTidemarkError(err, 'TIDEMARK_STORE_LOCKED')) throw err
     return damaged(`the local store does not open: ${(err as Error).message}`)

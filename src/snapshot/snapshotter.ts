@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto'
-import { join } from 'node:path'
-import { readdir, rm } from 'node:fs/promises'
+import { rm } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
 import { archiveSize, packFiles, type CorruptReason, type PackedEntry } from './archive.js'
 import { listManifests, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'
-import { takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
+import { removeStaleCheckpoints, takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
 import { collectGarbage, type GcResult } from './gc.js'
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
 import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
@@ -517,8 +516,8 @@ export class Snapshotter {
   async #removeStaleCheckpoints(): Promise<void> {
     if (this.#staleCheckpointsRemoved) return
     this.#staleCheckpointsRemoved = true
-    const entries = await readdir(this.options.checkpointDir).catch(() => [] as string[])
-    await Promise.all(entries.filter((n) => n.startsWith('ckpt-')).map((n) => rm(join(this.options.checkpointDir, n), { recursive: true, force: true })))
+    // Only directories with the checkpoint marker: the rest is not ours to delete.
+    await removeStaleCheckpoints(this.options.checkpointDir)
   }
 
   async #dfs<T>(what: string, fn: () => Promise<T>): Promise<T> {

@@ -1,5 +1,7 @@
+import { readdir } from 'node:fs/promises'
 import { ClassicLevel } from 'classic-level'
 import { TidemarkError } from '../errors.js'
+import { errnoOf, hasTables, inspectStoreDir, makeDirectory, STORE_MARKER, writeMarker, type StoreDir } from './store-dir.js'
 import {
   decodeOffset, decodePositionKey, encodeOffset, MAX_KEY_BYTES, metadataKey, positionKey,
   POSITIONS_PREFIX, prefixEnd, REGISTRY_PREFIX, registryKey,
@@ -12,8 +14,20 @@ import {
 } from './transaction.js'
 
 export interface PartitionStoreOptions {
-  /** The LevelDB directory of this partition; created if missing. */
+  /**
+   * The LevelDB directory of this partition. It must be absent, empty, a
+   * store Tidemark made (it holds the TIDEMARK-STORE marker) or a plain
+   * LevelDB store of an earlier version (which gets the marker); anything
+   * else is refused with TIDEMARK_STORE_NOT_A_STORE and left as it is.
+   */
   path: string
+  /**
+   * Create the store when the path is absent or an empty directory. Default
+   * true. With false nothing is ever created (no directory, no LevelDB
+   * files) and a missing store fails with TIDEMARK_STORE_NOT_FOUND: for
+   * tools that only read.
+   */
+  create?: boolean
   /** Every state the program uses; a state not listed here is refused. */
   states?: readonly StateDefinition[]
   /** Longest key (or sub-key) in bytes. Default 16384, at most 65535. */
@@ -63,7 +77,7 @@ const EMPTY = Object.freeze({})
 const ASCII = /^[^\u0080-\uffff]*$/
 const FLUSH_RANGE = Buffer.of(0xff)
 const SYNC = Object.freeze({ sync: true })
-type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path'>>>
+type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path' | 'create'>>>
 type StateRecord = { kind: 'value' | 'map' }
 
 /**
@@ -79,6 +93,8 @@ export class PartitionStore implements TransactionHost {
   readonly #positions = new Map<string, Position>()
   #db: Level
   #closed = false
+  /** Set when the reopen after a quiesce failed: the database is closed for good, and every call says why. */
+  #failed: TidemarkError | undefined
   /** Set while the store is quiesced: reads and commits wait for it. */
   #gate: Promise<void> | undefined
   /** Serializes commits, quiesce and close. */
@@ -107,8 +123,9 @@ export class PartitionStore implements TransactionHost {
 
   static async open(options: PartitionStoreOptions): Promise<PartitionStore> {
     if (options === null || typeof options !== 'object') throw new TypeError('options must be an object with at least { path }')
-    const { path, states = [] } = options
+    const { path, states = [], create = true } = options
     if (typeof path !== 'string' || path.length === 0) throw new TypeError(`options.path must be a non-empty string, got ${JSON.stringify(path)}`)
+    if (typeof create !== 'boolean') throw new TypeError(`options.create must be a boolean, got ${typeof create}`)
     const resolved = {
       maxKeyBytes: options.maxKeyBytes ?? STORE_DEFAULTS.maxKeyBytes,
       sync: options.sync ?? STORE_DEFAULTS.sync,
@@ -137,7 +154,7 @@ export class PartitionStore implements TransactionHost {
       byName.set(def.name, def)
     }
 
-    const db = await openLevel(path, resolved)
+    const db = await openStoreDir(path, resolved, create)
     const store = new PartitionStore(path, db, Object.freeze(resolved), byName)
     try {
       await store.#loadPositions()
@@ -177,6 +194,7 @@ export class PartitionStore implements TransactionHost {
     const text = JSON.stringify(value)
     if (text === undefined) throw new TypeError(`metadata ${name} has no JSON form`)
     await this.#serialized(async () => {
+      this.#checkOpen()
       await this.#db.put<Buffer, Buffer>(key, Buffer.from(text, 'utf8'), { ...BUFFERS, sync: this.#options.sync })
     })
   }
@@ -188,7 +206,10 @@ export class PartitionStore implements TransactionHost {
    */
   async flush(): Promise<void> {
     this.#checkOpen()
-    if (this.#gate !== undefined) await this.#gate
+    if (this.#gate !== undefined) {
+      await this.#gate
+      this.#checkOpen()
+    }
     // A compaction of a range that no table file overlaps flushes the
     // memtable and compacts nothing: every key of the store sorts below 0xff.
     await this.#db.compactRange<Buffer>(FLUSH_RANGE, FLUSH_RANGE, BUFFER_KEY)
@@ -201,6 +222,7 @@ export class PartitionStore implements TransactionHost {
    */
   async quiesce<T>(fn: (path: string) => Promise<T>): Promise<T> {
     return this.#serialized(async () => {
+      this.#checkOpen()
       let release!: () => void
       this.#gate = new Promise<void>((resolve) => { release = resolve })
       try {
@@ -213,7 +235,7 @@ export class PartitionStore implements TransactionHost {
         try {
           return await fn(this.path)
         } finally {
-          this.#db = await openLevel(this.path, this.#options)
+          await this.#reopen()
         }
       } finally {
         this.#quiescing = false
@@ -357,7 +379,10 @@ export class PartitionStore implements TransactionHost {
   /** @internal */
   async *scan(range: ByteRange): AsyncGenerator<[Buffer, Buffer]> {
     this.#checkOpen()
-    if (!this.readable()) await this.#gate
+    if (!this.readable()) {
+      await this.#gate
+      this.#checkOpen()
+    }
     this.#activeReads++
     const options = range.lt === undefined ? { ...BUFFERS, gte: range.gte, reverse: range.reverse } : { ...BUFFERS, gte: range.gte, lt: range.lt, reverse: range.reverse }
     const it = this.#db.iterator<Buffer, Buffer>(options)
@@ -522,11 +547,39 @@ export class PartitionStore implements TransactionHost {
 
   #checkOpen(): void {
     if (this.#closed) throw new TidemarkError('TIDEMARK_STORE_CLOSED', `partition store ${this.path} is closed`)
+    if (this.#failed !== undefined) throw this.#failure()
+  }
+
+  /** A fresh error per call (its own stack), with the reopen's failure as cause. */
+  #failure(): TidemarkError {
+    const failed = this.#failed!
+    return new TidemarkError(failed.code, failed.message, { cause: failed.cause })
+  }
+
+  /**
+   * After a quiesce. Never with createIfMissing: had the store's files gone
+   * meanwhile, a new empty store would silently take its place. A failure (a
+   * full disk, a lost directory) is kept, so that every later call says what
+   * happened instead of LevelDB's "Database is not open".
+   */
+  async #reopen(): Promise<void> {
+    try {
+      this.#db = await openLevel(this.path, this.#options, false)
+    } catch (err) {
+      const cause = levelCause(err)
+      this.#failed = new TidemarkError(
+        'TIDEMARK_STORE_OPEN_FAILED',
+        `partition store ${this.path} could not be reopened after a checkpoint: ${(cause as Error)?.message ?? cause}; it is unusable until it is closed and opened again`,
+        { cause },
+      )
+      throw this.#failure()
+    }
   }
 
   #translate(cause: unknown, op: string): Error {
     if (cause instanceof TidemarkError) return cause
     if (this.#closed) return new TidemarkError('TIDEMARK_STORE_CLOSED', `partition store ${this.path} closed during ${op}`, { cause })
+    if (this.#failed !== undefined) return this.#failure()
     return cause as Error
   }
 }
@@ -543,10 +596,78 @@ function checkMetaName(name: unknown): string {
   return name
 }
 
-async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }): Promise<Level> {
+/**
+ * Opens the store at `path` after checking what is there (see store-dir.ts):
+ * only an absent path or an empty directory becomes a new store, and only
+ * with `create`; a directory Tidemark cannot tell for a store is refused
+ * before LevelDB touches it.
+ */
+async function openStoreDir(path: string, options: { cacheSize: number; writeBufferSize: number }, create: boolean): Promise<Level> {
+  let dir: StoreDir
+  try {
+    dir = await inspectStoreDir(path)
+  } catch (err) {
+    throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot open partition store ${path}: ${(err as Error).message}`, { cause: err })
+  }
+  switch (dir.kind) {
+    case 'foreign':
+      throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `${path} is not a partition store: ${dir.reason}; it was left as it is`, { details: { path } })
+    case 'absent':
+    case 'empty': {
+      if (!create) {
+        throw new TidemarkError('TIDEMARK_STORE_NOT_FOUND', `there is no partition store at ${path}: ${dir.kind === 'absent' ? 'the path does not exist' : 'it is an empty directory'}`, { details: { path } })
+      }
+      try {
+        if (dir.kind === 'absent') await makeDirectory(path)
+        // Something other than a Tidemark store may have appeared since the look.
+        const names = await readdir(path)
+        if (names.length > 0 && !names.includes(STORE_MARKER)) {
+          throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `${path} is not a partition store: files appeared in it while the store was being created; they were left as they are`, { details: { path } })
+        }
+        // The marker first: whatever a crash leaves in the directory from
+        // here on, it is provably Tidemark's.
+        if (names.length === 0) await writeMarker(path, 'store', true)
+      } catch (err) {
+        if (err instanceof TidemarkError) throw err
+        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot create partition store ${path}: ${(err as Error).message}`, { cause: err, details: { path, errno: errnoOf(err) } })
+      }
+      return openLevel(path, options, true)
+    }
+    case 'marked': {
+      if (dir.names.includes('CURRENT')) return openLevel(path, options, false)
+      // A marker without CURRENT: a creation that a crash interrupted, or a
+      // store that lost its CURRENT. Only the first may start afresh.
+      if (hasTables(dir.names)) {
+        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `partition store ${path} is damaged: it has table files but no CURRENT; restore it from a snapshot`, { details: { path } })
+      }
+      if (!create) throw new TidemarkError('TIDEMARK_STORE_NOT_FOUND', `there is no partition store at ${path}: it was never completely created`, { details: { path } })
+      return openLevel(path, options, true)
+    }
+    case 'legacy': {
+      // A store of a version before the marker; from now on it carries one.
+      const db = await openLevel(path, options, false)
+      try {
+        await writeMarker(path, 'store', true)
+      } catch (err) {
+        await db.close()
+        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot write the ${STORE_MARKER} marker into partition store ${path}: ${(err as Error).message}`, { cause: err, details: { path } })
+      }
+      return db
+    }
+  }
+}
+
+/** The error underneath abstract-level's "Database is not open" and our own wrapping. */
+function levelCause(err: unknown): unknown {
+  let e = err
+  while ((e instanceof TidemarkError || (e as { code?: string } | undefined)?.code === 'LEVEL_DATABASE_NOT_OPEN') && (e as Error).cause !== undefined) e = (e as Error).cause
+  return e
+}
+
+async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }, createIfMissing: boolean): Promise<Level> {
   const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   try {
-    await db.open({ createIfMissing: true, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
+    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause
     if (cause?.code === 'LEVEL_LOCKED') {

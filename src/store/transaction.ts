@@ -268,9 +268,27 @@ export class Transaction {
 
   /**
    * Writes every change and the new positions in one atomic batch; with
-   * TransactionOptions.after, once that transaction has committed.
+   * TransactionOptions.after, once that transaction has committed. The
+   * position is required: state committed without one would be applied
+   * again by a replay (use commitWithoutPosition() when that is meant).
    */
-  commit(position?: Position | readonly Position[], options: CommitOptions = {}): Promise<void> {
+  commit(position: Position | readonly Position[], options: CommitOptions = {}): Promise<void> {
+    if (position === undefined || position === null || (Array.isArray(position) && position.length === 0)) {
+      return Promise.reject(new TypeError(`position must be a { topic, partition, offset } or a non-empty array of them, got ${Array.isArray(position) ? '[]' : String(position)}; use commitWithoutPosition() to commit state that no source event produced`))
+    }
+    return this.#start(position, options)
+  }
+
+  /**
+   * Writes every change in one atomic batch and leaves the stored positions
+   * as they are: for state that no source event produced (an initial load, a
+   * repair). A replay does not know about these writes.
+   */
+  commitWithoutPosition(): Promise<void> {
+    return this.#start(undefined, {})
+  }
+
+  #start(position: Position | readonly Position[] | undefined, options: CommitOptions): Promise<void> {
     try {
       this.#checkOpen()
     } catch (err) {

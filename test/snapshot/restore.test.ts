@@ -135,7 +135,7 @@ describe('restore', () => {
     const target = join(f.dir, 'elsewhere')
     await mkdir(target)
     await writeFile(join(target, 'notes.txt'), 'mine')
-    await expect(restore(f, target)).rejects.toThrow(RangeError)
+    await expect(restore(f, target)).rejects.toMatchObject({ code: 'TIDEMARK_STORE_NOT_A_STORE' })
     expect(await readdir(target)).toEqual(['notes.txt'])
   })
 

@@ -97,21 +97,37 @@ describe('transactions', () => {
     const tx = store.transaction()
     tx.value(counts).put('a', 1)
     tx.value(counts).put('b', 2)
-    await tx.commit()
+    await tx.commitWithoutPosition()
     const tx2 = store.transaction()
     tx2.value(counts).delete('a')
     expect(await tx2.value(counts).get('a')).toBeUndefined()
     expect(await all(tx2.value(counts).entries())).toEqual([['b', 2]])
-    await tx2.commit()
+    await tx2.commitWithoutPosition()
     expect(await store.transaction().value(counts).get('a')).toBeUndefined()
   })
 
   it('a commit with no writes and no position is a no-op; committed transactions refuse reuse', async () => {
     const store = await openStore({ path: tempDir() })
     const tx = store.transaction()
-    await tx.commit()
-    await expect(tx.commit()).rejects.toMatchObject({ code: 'TIDEMARK_TRANSACTION_CLOSED' })
+    await tx.commitWithoutPosition()
+    await expect(tx.commitWithoutPosition()).rejects.toMatchObject({ code: 'TIDEMARK_TRANSACTION_CLOSED' })
     expect(() => tx.value(counts).put('a', 1)).toThrow(expect.objectContaining({ code: 'TIDEMARK_TRANSACTION_CLOSED' }))
+  })
+
+  it('commit() without a position is a TypeError naming it, and writes nothing; commitWithoutPosition() says so explicitly', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    const commit = tx.commit as (position?: unknown) => Promise<void>
+    for (const missing of [undefined, null, []]) {
+      await expect(commit.call(tx, missing)).rejects.toThrow(TypeError)
+      await expect(commit.call(tx, missing)).rejects.toThrow(/^position must be .*commitWithoutPosition\(\)/)
+    }
+    expect(tx.isOpen).toBe(true)
+    expect(await store.transaction().value(counts).get('a')).toBeUndefined()
+    await tx.commitWithoutPosition()
+    expect(await store.transaction().value(counts).get('a')).toBe(1)
+    expect(store.positions()).toEqual([])
   })
 })
 
@@ -175,7 +191,7 @@ describe('states, keys and codecs', () => {
     for (const id of ['o3', 'o1', 'o5']) m.put('alice', id, { amount: Number(id.slice(1)) })
     m.put('bob', 'o1', { amount: 100 })
     m.put('alic', 'o9', { amount: 9 }) // a key that is a prefix of another key
-    await tx.commit()
+    await tx.commitWithoutPosition()
     const tx2 = store.transaction()
     const m2 = tx2.map(orders)
     m2.put('alice', 'o2', { amount: 2 }) // pending, between committed entries
@@ -194,7 +210,7 @@ describe('states, keys and codecs', () => {
     await m2.clear('alice')
     expect(await ids()).toEqual([])
     expect(await m2.get('bob', 'o1')).toEqual({ amount: 100 })
-    await tx2.commit()
+    await tx2.commitWithoutPosition()
     expect(await all(store.transaction().map(orders).entries('alice'))).toEqual([])
   })
 
@@ -202,7 +218,7 @@ describe('states, keys and codecs', () => {
     const store = await openStore({ path: tempDir() })
     const tx = store.transaction()
     for (const k of ['b2', 'a1', 'b1', 'c1', 'b10']) tx.value(counts).put(k, k.length)
-    await tx.commit()
+    await tx.commitWithoutPosition()
     const view = store.transaction().value(counts)
     expect((await all(view.entries({ prefix: 'b' }))).map(([k]) => k)).toEqual(['b1', 'b10', 'b2'])
     expect((await all(view.entries({ gte: 'b10', lt: 'c' }))).map(([k]) => k)).toEqual(['b10', 'b2'])
@@ -241,7 +257,7 @@ describe('states, keys and codecs', () => {
     tx.value(blobs).put(Uint8Array.of(0, 255), Uint8Array.of(1, 2, 3))
     tx.value(blobs).put(Uint8Array.of(0, 1), Uint8Array.of(9))
     tx.value(upper).put('k', 'hello')
-    await tx.commit()
+    await tx.commitWithoutPosition()
     const r = store.transaction()
     const entries = await all(r.value(blobs).entries())
     expect(entries.map(([k, v]) => [[...k], [...v]])).toEqual([[[0, 1], [9]], [[0, 255], [1, 2, 3]]])
@@ -257,7 +273,7 @@ describe('states, keys and codecs', () => {
     const tx = store.transaction()
     tx.value(tagged).put('a', { n: 7 })
     expect(await tx.value(tagged).get('a')).toEqual({ n: 7 })
-    await tx.commit()
+    await tx.commitWithoutPosition()
     expect(await store.transaction().value(tagged).get('a')).toEqual({ n: 7 })
     await store.close()
     expect((await storedStateEntries(path)).map(([, v]) => v.toString())).toEqual(['n=7'])
@@ -375,7 +391,7 @@ describe('bad input leaves the store usable and unchanged', () => {
     const writer = await openStore({ path, states: [rawCounts] })
     const tx = writer.transaction()
     tx.value(rawCounts).put('a', Buffer.from('{not json'))
-    await tx.commit()
+    await tx.commitWithoutPosition()
     await writer.close()
     const reader = await openStore({ path })
     await expect(reader.transaction().value(counts).get('a')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED', message: expect.stringContaining('state counts key "a"') })
@@ -390,7 +406,7 @@ describe('bad input leaves the store usable and unchanged', () => {
     const tx = writer.transaction()
     tx.value(rawNotes).put('bad', Buffer.from([0x22, 0x61, 0xff, 0x62, 0x22])) // "a\xffb"
     tx.value(rawNotes).put('good', Buffer.from(JSON.stringify('a\ufffdb')))
-    await tx.commit()
+    await tx.commitWithoutPosition()
     await writer.close()
     const reader = await openStore({ path, states: [notes] })
     await expect(reader.transaction().value(notes).get('bad')).rejects.toMatchObject({ code: 'TIDEMARK_DECODE_FAILED' })
@@ -443,10 +459,10 @@ describe('opening', () => {
     await openStore({ path }) // released once the other process closed it
   })
 
-  it('a path that is not a directory fails with TIDEMARK_STORE_OPEN_FAILED', async () => {
+  it('a path that is not a directory fails with TIDEMARK_STORE_NOT_A_STORE', async () => {
     const file = join(tempDir(), 'file')
     writeFileSync(file, 'not a store')
-    await expect(PartitionStore.open({ path: file })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_OPEN_FAILED' })
+    await expect(PartitionStore.open({ path: file })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_NOT_A_STORE' })
   })
 
   it('quiesce closes the store for a moment; reads and commits issued meanwhile wait and succeed', async () => {
@@ -544,10 +560,10 @@ describe('a transaction that follows a committing one (TransactionOptions.after)
     const store = await openStore({ path: tempDir() })
     const restore = interceptNextBatchWrite(() => Promise.reject(new Error('injected: disk full')))
     const first = store.transaction()
-    const next = store.transaction({ after: (first.value(counts).put('a', 1), first.commit(), first) })
+    const next = store.transaction({ after: (first.value(counts).put('a', 1), first.commitWithoutPosition(), first) })
     try {
       next.value(counts).put('b', 2)
-      await expect(next.commit()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+      await expect(next.commitWithoutPosition()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
     } finally {
       restore()
     }
@@ -571,11 +587,11 @@ describe('value cache', () => {
     const withDocs = await openStore({ path: tempDir(), states: [counts, docs] })
     const put = store.transaction()
     put.value(counts).put('a', 1)
-    await put.commit()
+    await put.commitWithoutPosition()
     expect(await store.transaction().value(counts).get('a')).toBe(1) // from the cache
     const del = store.transaction()
     del.value(counts).delete('a')
-    await del.commit()
+    await del.commitWithoutPosition()
     expect(await store.transaction().value(counts).get('a')).toBeUndefined()
     const aborted = store.transaction()
     aborted.value(counts).put('a', 3)
@@ -584,7 +600,7 @@ describe('value cache', () => {
     const tx = withDocs.transaction()
     const doc = { n: 1 }
     tx.value(docs).put('x', doc)
-    await tx.commit()
+    await tx.commitWithoutPosition()
     doc.n = 2 // a caller changing the object after the put changes nothing stored
     const read = await withDocs.transaction().value(docs).get('x')
     expect(read).toEqual({ n: 1 })
@@ -597,7 +613,7 @@ describe('value cache', () => {
       const store = await openStore({ path: tempDir(), valueCacheBytes })
       const tx = store.transaction()
       for (let i = 0; i < 100; i++) tx.value(counts).put(`k${i}`, i)
-      await tx.commit()
+      await tx.commitWithoutPosition()
       const read = store.transaction()
       for (let i = 0; i < 100; i++) expect(await read.value(counts).get(`k${i}`)).toBe(i)
     }
@@ -609,7 +625,7 @@ describe('value cache', () => {
     const tx = store.transaction()
     tx.value(counts).put('café', 1)
     tx.value(counts).put('ü', 2)
-    await tx.commit()
+    await tx.commitWithoutPosition()
     const read = store.transaction()
     expect(await read.value(counts).get('café')).toBe(1)
     expect(await all(read.value(counts).entries())).toEqual([['café', 1], ['ü', 2]])

@@ -1,0 +1,130 @@
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { dirname, join } from 'node:path'
+
+/**
+ * What a directory that Tidemark may open, fill or delete holds.
+ *
+ * Tidemark deletes only what it can prove it made. The proof is a marker
+ * file that it writes into every partition store it creates, every store it
+ * restores and every checkpoint directory: a directory without it is never
+ * removed, whatever LevelDB-like names (LOG, CURRENT, *.log) it holds. The
+ * one exception is a store of an earlier version, which had no marker: a
+ * directory that holds nothing but LevelDB's own files and a CURRENT naming
+ * one of its MANIFESTs is taken for one, and gets the marker when it opens.
+ */
+export const STORE_MARKER = 'TIDEMARK-STORE'
+export const STORE_MARKER_FORMAT = 1
+
+export type MarkerKind = 'store' | 'checkpoint'
+
+export interface StoreMarker {
+  format: number
+  kind: MarkerKind
+  createdAt: string
+}
+
+/** The names LevelDB gives its own files (classic-level writes no others). */
+const LEVELDB_NAME = /^(?:CURRENT|LOCK|LOG|LOG\.old|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp))$/
+/** Table files: a directory with these holds data, whether or not its CURRENT survived. */
+const TABLE_NAME = /^\d+\.(?:ldb|sst)$/
+
+export type StoreDir =
+  | { kind: 'absent' }
+  | { kind: 'empty'; dev: number; ino: number }
+  /** Holds the marker: Tidemark made it. */
+  | { kind: 'marked'; names: string[]; dev: number; ino: number }
+  /** Only LevelDB's files and a valid CURRENT: a store of a version before the marker. */
+  | { kind: 'legacy'; names: string[]; dev: number; ino: number }
+  /** Anything else: not Tidemark's, never to be changed. */
+  | { kind: 'foreign'; reason: string }
+
+/**
+ * Looks at `path` without changing anything. Fails only on errors other than
+ * "does not exist" and "is not a directory" (EACCES, EIO), which the caller
+ * reports in its own terms.
+ */
+export async function inspectStoreDir(path: string): Promise<StoreDir> {
+  let info
+  try {
+    info = await stat(path)
+  } catch (err) {
+    const code = errnoOf(err)
+    if (code === 'ENOENT') return { kind: 'absent' }
+    if (code === 'ENOTDIR') return { kind: 'foreign', reason: 'a part of the path is a file, not a directory' }
+    throw err
+  }
+  if (!info.isDirectory()) return { kind: 'foreign', reason: 'it is not a directory' }
+  const { dev, ino } = info
+  const names = await readdir(path)
+  if (names.length === 0) return { kind: 'empty', dev, ino }
+  if (names.includes(STORE_MARKER)) return { kind: 'marked', names, dev, ino }
+  const others = names.filter((n) => !LEVELDB_NAME.test(n))
+  if (others.length > 0) {
+    const shown = others.slice(0, 3).map((n) => JSON.stringify(n)).join(', ')
+    return { kind: 'foreign', reason: `it holds files that are not a partition store's (${shown}${others.length > 3 ? `, and ${others.length - 3} more` : ''}) and no ${STORE_MARKER} marker` }
+  }
+  const manifest = await readCurrent(path)
+  if (manifest === undefined || !names.includes(manifest)) {
+    return { kind: 'foreign', reason: `it holds LevelDB files but no ${STORE_MARKER} marker and no CURRENT naming one of its MANIFESTs, so it cannot be told from a damaged or foreign database` }
+  }
+  return { kind: 'legacy', names, dev, ino }
+}
+
+/** Whether a directory's names include table files: it held data, and a missing CURRENT means damage, not a new store. */
+export function hasTables(names: readonly string[]): boolean {
+  return names.some((n) => TABLE_NAME.test(n))
+}
+
+/** Writes the marker into `dir`. `sync` flushes it: a store's marker must outlive a machine crash. */
+export async function writeMarker(dir: string, kind: MarkerKind, sync = false): Promise<void> {
+  const marker: StoreMarker = { format: STORE_MARKER_FORMAT, kind, createdAt: new Date().toISOString() }
+  await writeFile(join(dir, STORE_MARKER), `${JSON.stringify(marker)}\n`, { flush: sync })
+}
+
+/** The marker of `dir`, or undefined when it has none or one that does not parse. */
+export async function readMarker(dir: string): Promise<StoreMarker | undefined> {
+  try {
+    const value = JSON.parse(await readFile(join(dir, STORE_MARKER), 'utf8')) as Partial<StoreMarker>
+    if (typeof value.format === 'number' && (value.kind === 'store' || value.kind === 'checkpoint')) return value as StoreMarker
+  } catch {
+    // absent, unreadable or torn: not a proof
+  }
+  return undefined
+}
+
+/**
+ * mkdir -p. Not fs.mkdir({ recursive: true }): under /proc mkdir fails with
+ * ENOENT although the parent exists, and Node's recursive mkdir retries that
+ * forever. Here a second ENOENT after the parent was made is final.
+ */
+export async function makeDirectory(path: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await mkdir(path)
+      return
+    } catch (err) {
+      const code = errnoOf(err)
+      if (code === 'EEXIST') {
+        if ((await stat(path)).isDirectory()) return
+        throw err
+      }
+      const parent = dirname(path)
+      if (code !== 'ENOENT' || attempt > 0 || parent === path) throw err
+      await makeDirectory(parent)
+    }
+  }
+}
+
+async function readCurrent(dir: string): Promise<string | undefined> {
+  try {
+    const text = await readFile(join(dir, 'CURRENT'), 'utf8')
+    const name = text.trim()
+    return text.endsWith('\n') && /^MANIFEST-\d+$/.test(name) ? name : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export function errnoOf(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code
+}
