@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { link, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
@@ -17,34 +18,64 @@ import {
 export interface FsSnapshotStoreOptions {
   /** Absolute path of the store's root directory; created on the first put. */
   root: string
+  /**
+   * A temporary file whose last write is older than this belongs to a put
+   * that was killed, and sweepTemporaryFiles() removes it (default 1 hour).
+   * A live put writes its file continuously, so this must only exceed the
+   * longest pause between two writes of one put, plus the clock skew between
+   * the hosts that share the store.
+   */
+  temporaryFileGraceMs?: number
 }
+
+export const FS_STORE_DEFAULTS = Object.freeze({
+  temporaryFileGraceMs: 60 * 60 * 1000,
+})
 
 /**
  * The snapshot store on a local or mounted file system (NFS, JuiceFS). Keys
  * map to paths under the root. Durability follows the usual recipe: write a
  * temporary file in the target directory, fsync it, rename it into place,
  * fsync the directory, so a crash leaves the old object or the new one and at
- * worst a temporary file that list() ignores.
+ * worst a temporary file that list() ignores and sweepTemporaryFiles()
+ * removes once it is old.
+ *
+ * The store never goes through a symbolic link below its root (the root
+ * itself may be one): a linked directory may lead out of the root, where
+ * garbage collection would delete files that are not the store's. list()
+ * skips linked directories and files; get, head, put and deleteMany of a key
+ * behind a link fail with TIDEMARK_DFS_REQUEST_FAILED. The check compares the
+ * directory's real path with the path under the real root, one realpath()
+ * per directory and call; it guards against a mistaken setup, not against a
+ * process that swaps a directory for a link between the check and the use.
  */
 export class FsSnapshotStore extends AbstractSnapshotStore {
   readonly url: string
   readonly root: string
   readonly capabilities: SnapshotStoreCapabilities = Object.freeze({ conditionalPut: true })
+  readonly temporaryFileGraceMs: number
+  /** realpath(root), once the root exists. */
+  #realRoot: string | undefined
 
   constructor(options: FsSnapshotStoreOptions) {
     super()
     if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object with a root path')
-    const { root } = options
+    const { root, temporaryFileGraceMs = FS_STORE_DEFAULTS.temporaryFileGraceMs } = options
     if (typeof root !== 'string' || root === '') throw new TypeError(`root must be a non-empty path string, got ${String(root)}`)
     if (!isAbsolute(root)) throw new RangeError(`root ('${root}') must be an absolute path`)
+    if (typeof temporaryFileGraceMs !== 'number') throw new TypeError(`temporaryFileGraceMs must be a number, got ${typeof temporaryFileGraceMs}`)
+    if (!Number.isSafeInteger(temporaryFileGraceMs) || temporaryFileGraceMs < 0) throw new RangeError(`temporaryFileGraceMs (${temporaryFileGraceMs}) must be an integer >= 0`)
     this.root = resolve(root)
     this.url = pathToFileURL(this.root).href
+    this.temporaryFileGraceMs = temporaryFileGraceMs
   }
 
   protected async _put(key: string, body: Readable | Uint8Array, options: { contentLength: number | undefined; ifNoneMatch: boolean }): Promise<PutResult> {
     const path = this.#path(key)
     const dir = dirname(path)
     try {
+      // Checked before mkdir, which would create directories wherever a link leads.
+      await this.#assertNoLinkUpTo(dir, 'put', key)
       await mkdirDurably(dir)
     } catch (err) {
       throw fsError(err, 'put', key, path)
@@ -90,7 +121,12 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
     const path = this.#path(key)
     let file
     try {
-      file = await open(path, 'r')
+      if (await this.#dirState(dirname(path)) === 'linked') throw this.#linked('get', key, dirname(path))
+      // O_NOFOLLOW: a link in the object's place fails with ELOOP instead of being read.
+      file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW).catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw this.#linked('get', key, path, err)
+        throw err
+      })
     } catch (err) {
       throw fsError(err, 'get', key, path)
     }
@@ -114,7 +150,20 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
   protected async _head(key: string): Promise<ObjectInfo | undefined> {
     const path = this.#path(key)
     try {
-      const info = await stat(path)
+      if (await this.#dirState(dirname(path)) === 'linked') throw this.#linked('head', key, dirname(path))
+    } catch (err) {
+      throw fsError(err, 'head', key, path)
+    }
+    const info = await this.#info(key, path)
+    if (info === 'link') throw this.#linked('head', key, path)
+    return info
+  }
+
+  /** The object at `path` (lstat: a link is reported, not followed), or undefined. */
+  async #info(key: string, path: string): Promise<ObjectInfo | 'link' | undefined> {
+    try {
+      const info = await lstat(path)
+      if (info.isSymbolicLink()) return 'link'
       return info.isFile() ? { key, size: info.size, lastModified: info.mtime } : undefined
     } catch (err) {
       if (isMissing(err)) return undefined
@@ -134,6 +183,8 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
   async *#walk(dirKey: string, prefix: string, startAfter: string | undefined): AsyncGenerator<ObjectInfo> {
     let entries
     try {
+      // A linked directory is not the store's: its keys do not exist.
+      if (await this.#dirState(join(this.root, dirKey)) !== 'inside') return
       entries = await readdir(join(this.root, dirKey), { withFileTypes: true })
     } catch (err) {
       if (isMissing(err)) return
@@ -154,19 +205,33 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
       } else {
         if (!child.key.startsWith(prefix)) continue
         if (startAfter !== undefined && compareKeys(child.key, startAfter) <= 0) continue
-        const info = await this._head(child.key)
-        if (info !== undefined) yield info // undefined: deleted since readdir()
+        const info = await this.#info(child.key, this.#path(child.key))
+        if (info !== undefined && info !== 'link') yield info // undefined: deleted since readdir()
       }
     }
   }
 
   protected async _deleteMany(keys: string[]): Promise<void> {
+    // Every directory is checked before the first unlink, so a call with a
+    // key behind a link deletes nothing.
+    const states = new Map<string, DirState>()
+    for (const key of keys) {
+      const dir = dirname(this.#path(key))
+      if (states.has(dir)) continue
+      try {
+        states.set(dir, await this.#dirState(dir))
+      } catch (err) {
+        throw fsError(err, 'deleteMany', key, dir)
+      }
+      if (states.get(dir) === 'linked') throw this.#linked('deleteMany', key, dir)
+    }
     const dirs = new Set<string>()
     // Bounded parallelism: garbage collection deletes thousands of objects, and
     // on a network file system each unlink is a round trip.
     for (let i = 0; i < keys.length; i += 32) {
       await Promise.all(keys.slice(i, i + 32).map(async (key) => {
         const path = this.#path(key)
+        if (states.get(dirname(path)) === 'missing') return
         try {
           await unlink(path)
           dirs.add(dirname(path))
@@ -189,10 +254,84 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
     }
   }
 
+  /**
+   * Removes the temporary files under `prefix` whose last write is older
+   * than temporaryFileGraceMs: what puts killed between their write and
+   * their rename left. Linked directories are not entered.
+   */
+  protected override async _sweepTemporaryFiles(prefix: string): Promise<number> {
+    return this.#sweep(prefix.slice(0, prefix.lastIndexOf('/') + 1), prefix, Date.now() - this.temporaryFileGraceMs)
+  }
+
+  async #sweep(dirKey: string, prefix: string, before: number): Promise<number> {
+    const dir = join(this.root, dirKey)
+    let entries
+    try {
+      if (await this.#dirState(dir) !== 'inside') return 0
+      entries = await readdir(dir, { withFileTypes: true })
+    } catch (err) {
+      if (isMissing(err)) return 0
+      throw fsError(err, 'sweepTemporaryFiles', dirKey, dir)
+    }
+    let removed = 0
+    for (const entry of entries) {
+      const key = dirKey + entry.name
+      if (entry.isDirectory()) {
+        if (`${key}/`.startsWith(prefix) || prefix.startsWith(`${key}/`)) removed += await this.#sweep(`${key}/`, prefix, before)
+      } else if (entry.isFile() && entry.name.startsWith(RESERVED_SEGMENT_PREFIX) && key.startsWith(prefix)) {
+        const path = join(dir, entry.name)
+        try {
+          if ((await lstat(path)).mtimeMs >= before) continue
+          await unlink(path)
+          removed++
+        } catch (err) {
+          if (!isMissing(err)) throw fsError(err, 'sweepTemporaryFiles', key, path)
+        }
+      }
+    }
+    return removed
+  }
+
   #path(key: string): string {
     return join(this.root, ...key.split('/'))
   }
+
+  /**
+   * Whether the directory at `dir` (under the root) is the one its path
+   * names, with no link on the way from the root: its real path must be the
+   * same path under the real root.
+   */
+  async #dirState(path: string): Promise<DirState> {
+    const dir = resolve(path) // without a trailing '/', as realpath() answers
+    try {
+      this.#realRoot ??= await realpath(this.root)
+      const real = await realpath(dir)
+      return real === this.#realRoot + dir.slice(this.root.length) ? 'inside' : 'linked'
+    } catch (err) {
+      if (isMissing(err)) return 'missing'
+      throw err
+    }
+  }
+
+  /** Fails when the deepest existing directory of `dir` (or `dir` itself) lies behind a link. */
+  async #assertNoLinkUpTo(dir: string, op: string, key: string): Promise<void> {
+    for (let d = dir; d.startsWith(this.root); d = dirname(d)) {
+      const state = await this.#dirState(d)
+      if (state === 'linked') throw this.#linked(op, key, d)
+      if (state === 'inside' || d === this.root) return
+    }
+  }
+
+  #linked(op: string, key: string, path: string, cause?: unknown): TidemarkError {
+    return new TidemarkError(
+      'TIDEMARK_DFS_REQUEST_FAILED',
+      `${op} of '${key}' refused: ${path} is or lies behind a symbolic link, which ${this.url} does not follow (it may lead out of the store's root)`,
+      { cause, details: { key, path } },
+    )
+  }
 }
+
+type DirState = 'inside' | 'linked' | 'missing'
 
 /** mkdir -p, then fsync the parent of every directory it created, so the new entries survive a crash. */
 async function mkdirDurably(dir: string): Promise<void> {

@@ -27,6 +27,13 @@ export interface SnapshotStore {
   list(prefix: string, options?: ListOptions): AsyncIterable<ObjectInfo>
   /** Deletes the objects; keys that do not exist are skipped. */
   deleteMany(keys: readonly string[]): Promise<void>
+  /**
+   * Removes what killed uploads left under `prefix` that is not an object
+   * (the file-system store's temporary files, once older than its grace)
+   * and returns how many it removed. Garbage collection calls it; optional,
+   * since a store may have nothing of the kind.
+   */
+  sweepTemporaryFiles?(prefix: string): Promise<number>
   /** Refuses further calls. Streams returned by get() before should be finished first. */
   close(): Promise<void>
 }
@@ -159,6 +166,12 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     return this._deleteMany([...new Set(keys)])
   }
 
+  async sweepTemporaryFiles(prefix: string): Promise<number> {
+    assertPrefix(prefix)
+    this.#assertOpen()
+    return this._sweepTemporaryFiles(prefix)
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
@@ -171,6 +184,9 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
   protected abstract _list(prefix: string, options: { startAfter: string | undefined; limit: number }): AsyncIterable<ObjectInfo>
   protected abstract _deleteMany(keys: string[]): Promise<void>
   protected async _close(): Promise<void> {}
+  protected async _sweepTemporaryFiles(_prefix: string): Promise<number> {
+    return 0
+  }
 
   #assertOpen(): void {
     if (this.#closed) throw new TidemarkError('TIDEMARK_DFS_CLOSED', `snapshot store ${this.url} is closed`)

@@ -3,7 +3,7 @@ import { isTidemarkError } from '../errors.js'
 import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
 import { corrupt, type CorruptReason } from './archive.js'
 import type { SnapshotLayout } from './layout.js'
-import { MAX_MANIFEST_BYTES, parseManifest, type SnapshotManifest } from './manifest.js'
+import { MAX_MANIFEST_BYTES, NewerManifestVersionError, parseManifest, type SnapshotManifest } from './manifest.js'
 import { mapLimit } from './util.js'
 
 /** A manifest as listed, before it is read. */
@@ -38,7 +38,8 @@ export async function listObjects(store: SnapshotStore, prefix: string): Promise
 
 /**
  * Reads and validates one manifest. A manifest that is missing, too large or
- * does not parse is TIDEMARK_SNAPSHOT_CORRUPT (reason manifest-unreadable);
+ * does not parse is TIDEMARK_SNAPSHOT_CORRUPT (reason manifest-unreadable;
+ * details.newerVersion when a newer Tidemark wrote it);
  * errors of the store itself (unavailable, access denied) pass through, since
  * they say nothing about the snapshot. The listed size is checked before the
  * read and the bytes while they stream, so an oversized object costs one
@@ -59,7 +60,8 @@ export async function readManifest(store: SnapshotStore, layout: SnapshotLayout,
   try {
     return parseManifest(bytes, { job: layout.job, partition: layout.partition, epoch: ref.epoch, sequence: ref.sequence })
   } catch (err) {
-    throw corrupt('manifest-unreadable', `manifest ${ref.key} is not a valid snapshot manifest: ${(err as Error).message}`, { manifest: ref.key }, err)
+    const details = err instanceof NewerManifestVersionError ? { manifest: ref.key, newerVersion: err.version } : { manifest: ref.key }
+    throw corrupt('manifest-unreadable', `manifest ${ref.key} is not a valid snapshot manifest: ${(err as Error).message}`, details, err)
   }
 }
 
@@ -99,7 +101,7 @@ export async function readValidManifests(
   sorted.forEach((ref, i) => {
     const outcome = outcomes[i]!
     if ('manifest' in outcome) result.valid.push({ ref, manifest: outcome.manifest })
-    else result.invalid.push({ ref, ...outcome })
+    else result.invalid.push({ ref, reason: outcome.reason, message: outcome.message })
   })
   return result
 }
@@ -110,7 +112,7 @@ export async function readTrusted(
   layout: SnapshotLayout,
   ref: ManifestRef,
   cache: Map<string, SnapshotManifest> | undefined,
-): Promise<{ manifest: SnapshotManifest } | { reason: CorruptReason; message: string }> {
+): Promise<{ manifest: SnapshotManifest } | { reason: CorruptReason; message: string; newerVersion?: number }> {
   const cached = cache?.get(ref.key)
   if (cached !== undefined) return { manifest: cached }
   try {
@@ -119,7 +121,8 @@ export async function readTrusted(
     return { manifest }
   } catch (err) {
     if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
-    return { reason: (err.details as { reason: CorruptReason }).reason, message: err.message }
+    const { reason, newerVersion } = err.details as { reason: CorruptReason; newerVersion?: number }
+    return { reason, message: err.message, ...(newerVersion === undefined ? {} : { newerVersion }) }
   }
 }
 

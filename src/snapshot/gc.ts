@@ -1,18 +1,32 @@
-import { isTidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
-import { listManifests, listObjects, readManifest, type ManifestRef } from './catalog.js'
+import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
+import type { CorruptReason } from './archive.js'
+import { listManifests, listObjects, newestFirst, readTrusted, type ManifestRef } from './catalog.js'
 import type { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
 
 export interface GcResult {
-  /** Ids of the snapshots kept, newest first. */
+  /** Ids of the kept snapshots that verify (their manifest parses and every object exists with its size), newest first: the ones `retain` counts. */
   retained: string[]
+  /** Kept manifests that do not verify, newest first: they do not count towards `retain`, and their objects (where known) stay. */
+  unverified: UnverifiedSnapshot[]
   deletedManifests: string[]
   deletedObjects: string[]
   /** Unreferenced data objects kept because they are younger than the grace period (an upload may be writing them). */
   youngObjects: number
-  /** Set when no data object was deleted because a kept manifest could not be read (its references are unknown). */
+  /** Unreferenced data objects kept because their snapshot id is newer than the newest manifest: an upload that has not committed yet (or crashed). */
+  pendingObjects: number
+  /** Temporary files of killed uploads that the store removed (stores that have them: the file-system store). */
+  temporaryFilesRemoved: number
+  /** Set when no data object was deleted because a kept manifest was written by a newer Tidemark (its references are unknown). */
   objectsSkipped?: string
+}
+
+export interface UnverifiedSnapshot {
+  id: string
+  key: string
+  /** manifest-unreadable, object-missing, object-truncated (shorter than recorded) or archive-corrupt (longer). */
+  reason: CorruptReason
+  message: string
 }
 
 export interface GcOptions {
@@ -25,63 +39,106 @@ export interface GcOptions {
   cache: Map<string, SnapshotManifest>
 }
 
+interface Kept {
+  ref: ManifestRef
+  /** Undefined when the manifest cannot be read. */
+  manifest: SnapshotManifest | undefined
+  problem?: { reason: CorruptReason; message: string }
+  /** The format version of a manifest that a newer Tidemark wrote: it may reference any object. */
+  newerVersion?: number
+}
+
 /**
- * Retention and garbage collection in one pass. Keeps the newest `retain`
- * manifests that parse (and any manifest newer than the oldest of them, even
- * one that does not parse), deletes older manifests, then deletes every data
- * object that no kept manifest references and that is older than the grace
- * period. The last rule also sweeps what a crashed upload left behind: its
- * data objects are referenced by no manifest.
+ * Retention and garbage collection in one pass.
  *
- * Safe against concurrent snapshots of the same partition: an object being
- * uploaded is younger than the grace period, and a new manifest only
- * references objects of manifests that are kept (the newest ones).
+ * Manifests: walking from the newest, keeps manifests until `retain` of them
+ * verify (parse, and every object they name exists with its recorded size),
+ * so a broken newest manifest never pushes the last restorable snapshot out;
+ * the ones that do not verify are kept too but do not count. Older manifests
+ * are deleted, and so are unreadable ones older than every kept one that
+ * verifies.
+ *
+ * Objects: deletes every data object that no kept manifest references, unless
+ * it is younger than the grace period, or protected, or its key's snapshot id
+ * is newer than the newest manifest that parses (an upload that has not
+ * committed its manifest yet: GC cannot tell it from a crashed one, and
+ * sweeps it once a newer manifest exists). The last rules also sweep what a
+ * crashed upload left behind.
+ *
+ * A manifest that cannot be read is junk (not JSON, not a manifest, of
+ * another key, too large: nothing can restore it, whatever its name says):
+ * it is kept and reported but trusted with nothing, neither retention nor
+ * references. Only a manifest of a newer format version may reference
+ * objects this GC cannot see; while one is kept, no object is deleted.
+ *
+ * Safe against concurrent snapshots of the same partition: an upload's own
+ * objects are newer than every manifest until it commits, and a new manifest
+ * only references objects of the newest `retain` manifests that parse, all of
+ * which GC keeps. The data listing is taken after the manifest listing, so a
+ * listed manifest's objects are listed too unless they are really gone.
  */
 export async function collectGarbage(store: SnapshotStore, layout: SnapshotLayout, options: GcOptions): Promise<GcResult> {
+  if (!Number.isSafeInteger(options.retain) || options.retain < 1) throw new RangeError(`retain must be an integer of at least 1, got ${options.retain}`)
   const refs = await listManifests(store, layout)
-  const kept: Array<{ ref: ManifestRef; manifest: SnapshotManifest | undefined; problem?: string }> = []
+  const listed = new Map<string, ObjectInfo>()
+  for (const info of await listObjects(store, layout.dataPrefix)) listed.set(info.key, info)
+
+  const kept: Kept[] = []
   const doomed: ManifestRef[] = []
-  let valid = 0
+  let verified = 0
+  let newestParsed: ManifestRef | undefined
   for (const ref of refs) {
-    if (valid >= options.retain) {
+    if (verified >= options.retain) {
       doomed.push(ref)
       continue
     }
-    try {
-      const manifest = options.cache.get(ref.key) ?? (await readManifest(store, layout, ref))
-      options.cache.set(ref.key, manifest)
-      kept.push({ ref, manifest })
-      valid++
-    } catch (err) {
-      if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
-      kept.push({ ref, manifest: undefined, problem: (err as Error).message })
+    const outcome = await readTrusted(store, layout, ref, options.cache)
+    if (!('manifest' in outcome)) {
+      const { newerVersion, ...problem } = outcome
+      kept.push({ ref, manifest: undefined, problem, ...(newerVersion === undefined ? {} : { newerVersion }) })
+      continue
     }
+    newestParsed ??= ref
+    const problem = unavailable(layout, outcome.manifest, listed)
+    kept.push({ ref, manifest: outcome.manifest, ...(problem === undefined ? {} : { problem }) })
+    if (problem === undefined) verified++
   }
-  // Unreadable manifests older than every kept valid one protect nothing.
-  while (kept.length > 0 && kept[kept.length - 1]!.manifest === undefined && valid > 0) doomed.unshift(kept.pop()!.ref)
+  // Unreadable manifests older than every kept verified one protect nothing.
+  // (Ones that parse stay: a snapshot in flight may reuse their objects.)
+  while (verified > 0 && kept.length > 0 && kept[kept.length - 1]!.manifest === undefined) doomed.unshift(kept.pop()!.ref)
 
   const deletedManifests = doomed.map((r) => r.key)
   if (deletedManifests.length > 0) await store.deleteMany(deletedManifests)
   for (const key of deletedManifests) options.cache.delete(key)
 
   const result: GcResult = {
-    retained: kept.filter((k) => k.manifest !== undefined).map((k) => k.ref.id),
+    retained: kept.filter((k) => k.problem === undefined).map((k) => k.ref.id),
+    unverified: kept.filter((k) => k.problem !== undefined).map((k) => ({ id: k.ref.id, key: k.ref.key, ...k.problem! })),
     deletedManifests,
     deletedObjects: [],
     youngObjects: 0,
+    pendingObjects: 0,
+    temporaryFilesRemoved: 0,
   }
-  const unknown = kept.find((k) => k.manifest === undefined)
-  if (unknown !== undefined) {
-    result.objectsSkipped = `manifest ${unknown.ref.key} cannot be read, so the objects it references are unknown: ${unknown.problem}`
+  if (store.sweepTemporaryFiles !== undefined) result.temporaryFilesRemoved = await store.sweepTemporaryFiles(layout.prefix)
+
+  const newer = kept.find((k) => k.newerVersion !== undefined)
+  if (newer !== undefined) {
+    result.objectsSkipped = `manifest ${newer.ref.key} has format version ${newer.newerVersion}, written by a newer Tidemark, so the objects it references are unknown: run the newer Tidemark's GC`
     return result
   }
 
   const referenced = new Set<string>()
-  for (const k of kept) for (const o of k.manifest!.objects) referenced.add(layout.dataKey(o.key))
+  for (const k of kept) for (const o of k.manifest?.objects ?? []) referenced.add(layout.dataKey(o.key))
   for (const key of options.protect) referenced.add(layout.dataKey(key))
   const doomedObjects: string[] = []
-  for (const info of await listObjects(store, layout.dataPrefix)) {
+  for (const info of listed.values()) {
     if (referenced.has(info.key)) continue
+    const owner = layout.parseDataKey(info.key)
+    if (owner !== undefined && (newestParsed === undefined || newestFirst(owner, newestParsed) < 0)) {
+      result.pendingObjects++
+      continue
+    }
     if (options.now - info.lastModified.getTime() < options.graceMs) {
       result.youngObjects++
       continue
@@ -91,4 +148,17 @@ export async function collectGarbage(store: SnapshotStore, layout: SnapshotLayou
   if (doomedObjects.length > 0) await store.deleteMany(doomedObjects)
   result.deletedObjects = doomedObjects
   return result
+}
+
+/** Why a parsed manifest cannot be restored from what the data listing holds, or undefined when it can. */
+function unavailable(layout: SnapshotLayout, manifest: SnapshotManifest, listed: ReadonlyMap<string, ObjectInfo>): { reason: CorruptReason; message: string } | undefined {
+  for (const o of manifest.objects) {
+    const key = layout.dataKey(o.key)
+    const info = listed.get(key)
+    if (info === undefined) return { reason: 'object-missing', message: `snapshot ${manifest.id}: data object ${key} does not exist` }
+    if (info.size !== o.size) {
+      return { reason: info.size < o.size ? 'object-truncated' : 'archive-corrupt', message: `snapshot ${manifest.id}: data object ${key} has ${info.size} bytes, its manifest says ${o.size}` }
+    }
+  }
+  return undefined
 }

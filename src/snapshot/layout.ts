@@ -47,9 +47,18 @@ export class SnapshotLayout {
   relativeDataKey(id: string, token: string, n: number): string {
     return `data/${id}-${token}-${n}.tar`
   }
+
+  /** The (epoch, sequence) of the snapshot that wrote a data object (a full key), or undefined for a key of another shape. */
+  parseDataKey(key: string): { epoch: number; sequence: number; id: string } | undefined {
+    if (!key.startsWith(this.dataPrefix)) return undefined
+    const m = DATA_NAME.exec(key.slice(this.dataPrefix.length))
+    if (m === null) return undefined
+    return { epoch: Number(m[1]), sequence: Number(m[2]), id: `${m[1]}-${m[2]}` }
+  }
 }
 
 const MANIFEST_NAME = /^(\d{10})-(\d{12})\.json$/
+const DATA_NAME = /^(\d{10})-(\d{12})-[^/]+\.tar$/
 export const MAX_EPOCH = 9_999_999_999
 export const MAX_SEQUENCE = 999_999_999_999
 

@@ -61,6 +61,16 @@ export interface SnapshotManifest {
   readonly files: readonly SnapshotFile[]
 }
 
+/** A manifest of a newer format version: written by a newer Tidemark, so its content (and what it references) is unknown here. */
+export class NewerManifestVersionError extends Error {
+  readonly version: number
+  constructor(version: number) {
+    super(`version ${version} is newer than this Tidemark reads (${MANIFEST_VERSION})`)
+    this.name = 'NewerManifestVersionError'
+    this.version = version
+  }
+}
+
 export function encodeManifest(manifest: SnapshotManifest): Buffer {
   const json = JSON.stringify(manifest, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value))
   return Buffer.from(`${json}\n`, 'utf8')
@@ -84,9 +94,8 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
   const m = object(doc, 'manifest')
   if (m.format !== MANIFEST_FORMAT) throw new Error(`format is ${JSON.stringify(m.format)}, not '${MANIFEST_FORMAT}'`)
   if (m.version !== MANIFEST_VERSION) {
-    throw new Error(typeof m.version === 'number' && m.version > MANIFEST_VERSION
-      ? `version ${m.version} is newer than this Tidemark reads (${MANIFEST_VERSION})`
-      : `version is ${JSON.stringify(m.version)}, not ${MANIFEST_VERSION}`)
+    if (typeof m.version === 'number' && m.version > MANIFEST_VERSION) throw new NewerManifestVersionError(m.version)
+    throw new Error(`version is ${JSON.stringify(m.version)}, not ${MANIFEST_VERSION}`)
   }
   const epoch = int(m.epoch, 'epoch', MAX_EPOCH)
   const sequence = int(m.sequence, 'sequence', MAX_SEQUENCE)
