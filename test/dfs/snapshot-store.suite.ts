@@ -255,6 +255,19 @@ export function snapshotStoreSuite({ name, factory, capabilities }: SnapshotStor
       })
     })
 
+    // Optional in the interface; GC calls it where a store has it.
+    describe('sweepTemporaryFiles', () => {
+      it('removes no object and checks its prefix', async () => {
+        const store = await open()
+        if (store.sweepTemporaryFiles === undefined) return
+        for (const key of ['s/a', 's/b/c', 't/d']) await store.put(key, Buffer.from(key))
+        expect(await store.sweepTemporaryFiles('s/')).toBe(0)
+        expect(await store.sweepTemporaryFiles('')).toBe(0)
+        expect(await listKeys(store, '')).toEqual(['s/a', 's/b/c', 't/d'])
+        await expect(store.sweepTemporaryFiles('/s')).rejects.toThrow(RangeError)
+      })
+    })
+
     // A capability flag, as in abstract-level's suite: a store without
     // conditional puts (say, an S3-compatible server that ignores If-None-Match)
     // declares so (the test above checks the declaration), and then it must
