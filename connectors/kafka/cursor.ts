@@ -1,5 +1,5 @@
 import { AssignerProtocol, type Consumer, type EachBatchPayload, type IHeaders, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs'
-import { TidemarkError } from '../../src/errors.js'
+import { TidemarkError, isTidemarkError } from '../../src/errors.js'
 import type { LogEntry } from '../../src/log/revisioned-log.js'
 import { Judge, type RecordMeta } from './judge.js'
 import type { ResolvedKafkaLogOptions } from './options.js'
@@ -107,7 +107,17 @@ export class PartitionCursor {
             details: { offset, writer: this.#ctx.writerId },
           })
         }
-        await this.#reposition(expected)
+        try {
+          await this.#reposition(expected)
+        } catch (err) {
+          // The record is written and its verdict unknown: TIDEMARK_LOG_TRUNCATED
+          // would tell the caller that nothing was written (as prepare() does).
+          if (!isTidemarkError(err, 'TIDEMARK_LOG_TRUNCATED')) throw err
+          throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `could not judge record ${offset} of ${this.#ctx.location}: its basis ${expected} was truncated before the reader reached it`, {
+            cause: err,
+            details: { offset, writer: this.#ctx.writerId },
+          })
+        }
       }
     } finally {
       this.#own.delete(seq)

@@ -55,8 +55,10 @@ export interface StateSynchronizer<S, U> {
   /** Writes `initial` as the state if the log and the compact points hold none yet; a no-op otherwise. */
   initialize(initial: S): Promise<void>
   /**
-   * Writes `generator(state)` as a compact point: the state at the local
-   * revision, from which new clients start. The log is then truncated before
+   * Catches up with the log (as fetchUpdates() does), then writes
+   * `generator(state)` as a compact point: the newest state, from which new
+   * clients start and to which clients that fell behind a truncation
+   * continue. The log is then truncated before
    * the previous compact point (one compaction behind, so that a client that
    * just started from that one still finds the entries after it).
    */
@@ -160,14 +162,14 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
         // an update that apply() rejects fails here, before it is written.
         const next = this.#applyAll(state, encoded, undefined)
         const data = encodeUpdates(encoded)
-        const revision = await this.#log.appendConditionally(data, this.#revision)
+        const revision = await this.#appendConditionally(data)
         if (revision !== undefined) {
           this.#state = { value: next }
           this.#revision = revision
           this.#bytesSinceCompaction += data.byteLength
           return result
         }
-        await this.#replay()
+        await this.#catchUp()
       }
     })
   }
@@ -189,9 +191,9 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
       const bytes = encodeWith(this.#stateCodec, initial, () => 'the initial state')
       const data = encodeInit(bytes)
       while (this.#state === undefined) {
-        const revision = await this.#log.appendConditionally(data, this.#revision)
+        const revision = await this.#appendConditionally(data)
         if (revision === undefined) {
-          await this.#replay()
+          await this.#catchUp()
           continue
         }
         this.#state = { value: this.#decodeState(bytes, revision) }
@@ -206,12 +208,15 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
     const points = this.#compactPoints
     if (points === undefined) throw new TypeError('compact() needs the compactPoints option (a snapshot store and a prefix)')
     return this.#exclusive(async () => {
-      await this.#ensureInitialized()
+      // A client that fell behind compacts the newest state, not its own: a
+      // point older than the newest is of no use to any reader.
+      await this.#catchUp()
+      if (this.#state === undefined) throw notInitialized()
       const revision = this.#revision
       const existing = await listCompactPoints(points.store, points.prefix)
-      // Nothing happened since a compact point of this very revision (by
-      // any client); another one would only repeat it.
-      if (!existing.some((p) => p.revision === revision)) {
+      // A compact point at this revision or later (by any client, written
+      // since the catch-up read) already holds this state or a newer one.
+      if (!existing.some((p) => p.revision >= revision)) {
         const bytes = encodeWith(this.#stateCodec, generator(this.#state!.value), () => `the compact point at revision ${revision}`)
         await points.store.put(compactPointKey(points.prefix, revision, this.#id), encodeCompactPoint(revision, bytes))
       }
@@ -253,19 +258,43 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
     if (this.#state === undefined) throw notInitialized()
   }
 
+  /**
+   * Reads the log after the local revision. Every read of the log goes
+   * through here, so that a truncation past the local revision, by a
+   * compaction this client did not see, continues from the newest compact
+   * point, which covers the missing entries. Another truncation can land
+   * while it reads from that point; each one moves the client to a strictly
+   * newer point, so the loop ends once it reads faster than others compact.
+   */
   async #catchUp(): Promise<void> {
     if (!this.#started) {
       await this.#loadCompactPoint()
       this.#started = true
     }
+    for (;;) {
+      try {
+        await this.#replay()
+        return
+      } catch (err) {
+        if (!isTidemarkError(err, 'TIDEMARK_LOG_TRUNCATED') || this.#compactPoints === undefined) throw err
+        if (!(await this.#loadCompactPoint())) throw err
+      }
+    }
+  }
+
+  /**
+   * A conditional append on the local revision. The Kafka log checks the
+   * basis before it writes and fails with TIDEMARK_LOG_TRUNCATED when it was
+   * truncated away: then nothing was written, and the compact point the log
+   * was truncated behind lies after the basis, so it is a conflict; the
+   * catch-up that follows continues from the newest compact point.
+   */
+  async #appendConditionally(data: Uint8Array): Promise<bigint | undefined> {
     try {
-      await this.#replay()
+      return await this.#log.appendConditionally(data, this.#revision)
     } catch (err) {
-      // Truncated past this client's revision by a compaction it did not
-      // see: a newer compact point covers the missing entries.
-      if (!isTidemarkError(err, 'TIDEMARK_LOG_TRUNCATED') || this.#compactPoints === undefined) throw err
-      if (!(await this.#loadCompactPoint())) throw err
-      await this.#replay()
+      if (isTidemarkError(err, 'TIDEMARK_LOG_TRUNCATED')) return undefined
+      throw err
     }
   }
 
@@ -334,7 +363,16 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
     let candidates: CompactPointRef[] = await listCompactPoints(points.store, points.prefix)
     candidates = candidates.filter((p) => p.revision > this.#revision)
     for (const point of candidates) {
-      const decoded = decodeCompactPoint(await readBody(points.store, point.key), point.revision)
+      let body: Buffer
+      try {
+        body = await readBody(points.store, point.key)
+      } catch (err) {
+        if (!isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) throw err
+        // A compaction deleted it since the listing, which it does only to
+        // points two behind a newer one: list again and take that.
+        return this.#loadCompactPoint()
+      }
+      const decoded = decodeCompactPoint(body, point.revision)
       if ('problem' in decoded) {
         problems.push(`${point.key}: ${decoded.problem}`)
         continue
