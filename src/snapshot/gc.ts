@@ -120,14 +120,27 @@ export async function collectGarbage(store: SnapshotStore, layout: SnapshotLayou
     pendingObjects: 0,
     temporaryFilesRemoved: 0,
   }
-  if (store.sweepTemporaryFiles !== undefined) result.temporaryFilesRemoved = await store.sweepTemporaryFiles(layout.prefix)
-
   const newer = kept.find((k) => k.newerVersion !== undefined)
   if (newer !== undefined) {
     result.objectsSkipped = `manifest ${newer.ref.key} has format version ${newer.newerVersion}, written by a newer Tidemark, so the objects it references are unknown: run the newer Tidemark's GC`
-    return result
+  } else {
+    result.deletedObjects = await deleteUnreferenced(store, layout, options, kept, listed, newestParsed, result)
   }
+  // Last: a store that cannot sweep (permissions) should not keep objects from being collected.
+  if (store.sweepTemporaryFiles !== undefined) result.temporaryFilesRemoved = await store.sweepTemporaryFiles(layout.prefix)
+  return result
+}
 
+/** Deletes the listed data objects that nothing keeps; counts the ones kept as pending or young into `counts`. */
+async function deleteUnreferenced(
+  store: SnapshotStore,
+  layout: SnapshotLayout,
+  options: GcOptions,
+  kept: readonly Kept[],
+  listed: ReadonlyMap<string, ObjectInfo>,
+  newestParsed: ManifestRef | undefined,
+  counts: { pendingObjects: number; youngObjects: number },
+): Promise<string[]> {
   const referenced = new Set<string>()
   for (const k of kept) for (const o of k.manifest?.objects ?? []) referenced.add(layout.dataKey(o.key))
   for (const key of options.protect) referenced.add(layout.dataKey(key))
@@ -136,18 +149,17 @@ export async function collectGarbage(store: SnapshotStore, layout: SnapshotLayou
     if (referenced.has(info.key)) continue
     const owner = layout.parseDataKey(info.key)
     if (owner !== undefined && (newestParsed === undefined || newestFirst(owner, newestParsed) < 0)) {
-      result.pendingObjects++
+      counts.pendingObjects++
       continue
     }
     if (options.now - info.lastModified.getTime() < options.graceMs) {
-      result.youngObjects++
+      counts.youngObjects++
       continue
     }
     doomedObjects.push(info.key)
   }
   if (doomedObjects.length > 0) await store.deleteMany(doomedObjects)
-  result.deletedObjects = doomedObjects
-  return result
+  return doomedObjects
 }
 
 /** Why a parsed manifest cannot be restored from what the data listing holds, or undefined when it can. */
