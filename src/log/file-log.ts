@@ -24,6 +24,13 @@ export interface FileLogOptions {
   lockTimeoutMs?: number
   /** Larger entries are refused with a RangeError; a stored length above it is reported as corruption. */
   maxRecordBytes?: number
+  /**
+   * Only read: the log is neither created nor repaired, the append lock is
+   * never taken (a reader must not stall a writer, and may lack write
+   * access), and append and truncate fail with a TypeError. A torn last
+   * record is treated as an append in progress: not there yet.
+   */
+  readOnly?: boolean
 }
 
 export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.freeze({
@@ -31,6 +38,7 @@ export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.free
   sync: true,
   lockTimeoutMs: 10_000,
   maxRecordBytes: 64 * 1024 * 1024,
+  readOnly: false,
 })
 
 const SEGMENT_NAME = /^(\d{20})\.seg$/
@@ -78,10 +86,18 @@ interface AppendGroup {
 /**
  * Opens (creating it if needed) the file log in `dir`. A torn record at the
  * end of the log, left by a process that died while appending, is cut here.
+ * With `readOnly` the directory must exist, and nothing is created, cut or
+ * locked.
  */
 export async function openFileLog(dir: string, options: FileLogOptions = {}): Promise<FileLog> {
   const log = new FileLog(dir, options)
-  await log.recover()
+  try {
+    await log.recover()
+  } catch (err) {
+    // Removes the lock's private file, which a failed open would leave behind.
+    await log.close().catch(() => {})
+    throw err
+  }
   return log
 }
 
@@ -124,8 +140,12 @@ export class FileLog extends AbstractRevisionedLog {
     this.#lock = new LockFile(join(this.dir, LOCK_NAME))
   }
 
-  /** Creates the directory and the first segment if needed, and cuts a torn tail. */
+  /** Creates the directory and the first segment if needed, and cuts a torn tail; with readOnly, only reads what is there. */
   async recover(): Promise<void> {
+    if (this.options.readOnly) {
+      await this.#refresh()
+      return
+    }
     await this.#io('open', () => mkdir(this.dir, { recursive: true }))
     await this.#locked(async () => {})
   }
@@ -208,14 +228,17 @@ export class FileLog extends AbstractRevisionedLog {
   }
 
   protected _append(data: Uint8Array): Promise<bigint> {
+    this.#checkWritable('append')
     return this.#appendRecord(data, undefined) as Promise<bigint>
   }
 
   protected _appendConditionally(data: Uint8Array, expected: bigint): Promise<bigint | undefined> {
+    this.#checkWritable('appendConditionally')
     return this.#appendRecord(data, expected)
   }
 
   protected async _truncate(before: bigint): Promise<void> {
+    this.#checkWritable('truncate')
     await this.#locked(async () => {
       const tail = this.#tailSegment()?.knownRevision ?? 0n
       if (before > tail) throw new RangeError(`before (${before}) is past the tail (${tail}) of the log at ${this.dir}`)
@@ -524,6 +547,10 @@ export class FileLog extends AbstractRevisionedLog {
     return index
   }
 
+  #checkWritable(op: string): void {
+    if (this.options.readOnly) throw new TypeError(`${op}() on the file log at ${this.dir}, which was opened with readOnly: true; open it without readOnly to write`)
+  }
+
   #tailSegment(): Segment | undefined {
     return this.#segments[this.#segments.length - 1]
   }
@@ -545,6 +572,7 @@ function validateOptions(options: FileLogOptions): Readonly<Required<FileLogOpti
   integer(merged.lockTimeoutMs, 'lockTimeoutMs', 0, 2 ** 31)
   integer(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
   if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describe(merged.sync)}`)
+  if (typeof merged.readOnly !== 'boolean') throw new TypeError(`readOnly must be a boolean, got ${describe(merged.readOnly)}`)
   return Object.freeze(merged)
 }
 

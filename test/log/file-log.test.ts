@@ -1,6 +1,6 @@
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { crc32 } from 'node:zlib'
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { appendFile, open, readFile, truncate, unlink, type FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
@@ -203,6 +203,41 @@ describe('file log', () => {
     await expect(log.append(Buffer.alloc(11))).rejects.toThrow(/data is 11 bytes, more than maxRecordBytes \(10\)/)
     expect(Object.isFrozen(log.options)).toBe(true)
     await log.close()
+    await expect(openFileLog(dir, { readOnly: 1 as unknown as boolean })).rejects.toThrow(/readOnly must be a boolean/)
+  })
+
+  it('a readOnly log takes no lock while a writer in another process holds it, and creates and cuts nothing', async () => {
+    const dir = tempDir()
+    const path = await writeEntries(dir, 4, 10)
+    // The last record torn: a reader leaves it to the writer.
+    await truncate(path, HEADER + 3 * (RECORD_HEADER + 10) + RECORD_HEADER + 5)
+    const size = statSync(path).size
+    const holder = spawn(process.execPath, ['-e', 'process.stdin.resume()'], { stdio: ['pipe', 'ignore', 'ignore'] })
+    const exited = new Promise((resolve) => holder.on('exit', resolve))
+    onTestFinished(async () => {
+      holder.kill()
+      await exited
+    })
+    const lock = join(dir, 'append.lock')
+    const held = JSON.stringify({ pid: holder.pid, host: hostname(), nonce: 'writer' })
+    writeFileSync(lock, held)
+    const before = readdirSync(dir).sort()
+    // A writer waits for the lock; a reader does not take it at all.
+    await expect(openFileLog(dir, { lockTimeoutMs: 50 })).rejects.toMatchObject({ code: 'TIDEMARK_LOG_LOCKED' })
+    const reader = await openFileLog(dir, { readOnly: true, lockTimeoutMs: 50 })
+    expect(await reader.tail()).toBe(3n)
+    expect((await readAll(reader)).map((e) => e.data.byteLength)).toEqual([10, 10, 10])
+    await expect(reader.append(Buffer.from('x'))).rejects.toThrow(TypeError)
+    await expect(reader.appendConditionally(Buffer.from('x'), 2n)).rejects.toThrow(/readOnly/)
+    await expect(reader.truncate(1n)).rejects.toThrow(TypeError)
+    await reader.close()
+    expect(readFileSync(lock, 'utf8')).toBe(held)
+    expect(readdirSync(dir).sort()).toEqual(before)
+    expect(statSync(path).size).toBe(size)
+    // Nor does it create a log that is not there.
+    const missing = join(tempDir(), 'no-log')
+    await expect(openFileLog(missing, { readOnly: true })).rejects.toMatchObject({ code: 'TIDEMARK_LOG_UNAVAILABLE' })
+    expect(existsSync(missing)).toBe(false)
   })
 })
 
