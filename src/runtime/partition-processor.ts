@@ -1,17 +1,17 @@
 import { EventEmitter } from 'node:events'
 import { mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { TidemarkError } from '../errors.js'
+import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import { listManifests } from '../snapshot/catalog.js'
-import { SnapshotLayout } from '../snapshot/layout.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../snapshot/restore.js'
+import { listManifests, readValidManifests } from '../snapshot/catalog.js'
+import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
-import { Snapshotter, type SnapshotResult, type SnapshotterOptions } from '../snapshot/snapshotter.js'
+import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
 
@@ -21,7 +21,7 @@ export interface SnapshotSettings
   store: SnapshotStore
   /** When to snapshot (time, events, bytes committed since the last one). */
   schedule?: Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>
-  /** Take a snapshot in close(). Default false. */
+  /** Take a snapshot in close() that covers everything committed (after one in flight). Default false. */
   onClose?: boolean
 }
 
@@ -83,7 +83,7 @@ export interface StartResult {
   restoreMs: number
   /** The store's position after the restore: the replay starts after it. */
   offset: bigint | undefined
-  /** This owner's epoch (one more than any snapshot's). */
+  /** This owner's epoch (one more than that of any snapshot that verifies). */
   epoch: number
 }
 
@@ -94,10 +94,16 @@ export interface ProcessorEvents {
   /** A batch was committed. */
   commit: [{ events: number; offset: bigint }]
   snapshot: [SnapshotResult]
-  /** A snapshot failed; processing goes on and the previous snapshot stays the latest. */
+  /**
+   * A snapshot failed; processing goes on and the previous snapshot stays the
+   * latest. Not emitted once the partition has stopped on an error, nor for a
+   * failure of the partition store itself, which stops the partition instead.
+   */
   'snapshot-failed': [unknown]
-  /** Reports from the restore: snapshots skipped and why, the local store used or replaced. */
+  /** Reports from the restore: snapshots skipped and why (also manifests that do not verify), the local store used or replaced. */
   restore: [RestoreEvent]
+  /** Reports from the snapshotter that fail no snapshot: manifests that do not verify, objects uploaded again, a failed gc. */
+  snapshotter: [SnapshotterEvent]
 }
 
 /**
@@ -119,6 +125,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #scheduler: SnapshotScheduler | undefined
   #state: 'new' | 'starting' | 'running' | 'closed' = 'new'
   #replayed = false
+  /** The error that stopped the partition: the first one, which is the one reported. */
+  #failure: { error: unknown } | undefined
 
   constructor(options: PartitionProcessorOptions<E>) {
     super()
@@ -165,6 +173,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     try {
       let restored: RestoreResult | undefined
       let epoch = 0
+      let skipped: SkippedSnapshot[] = []
       if (o.snapshots !== undefined) {
         const meter = new ProgressMeter('restore', (p) => this.emit('progress', p))
         restored = await restoreSnapshot({
@@ -178,21 +187,28 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           onEvent: (event) => this.emit('restore', event),
         })
         meter.finish()
-        // A new owner takes a higher epoch than every snapshot written so far,
-        // so that a previous owner that is still running is fenced off.
-        const refs = await listManifests(o.snapshots.store, new SnapshotLayout(o.job, o.partition))
-        epoch = refs.reduce((max, r) => Math.max(max, r.epoch + 1), 0)
+        const next = await this.#nextEpoch(o.snapshots.store, restored)
+        epoch = next.epoch
+        skipped = next.skipped
       } else {
         await mkdir(dirname(o.path), { recursive: true })
       }
       this.#store = await PartitionStore.open({ ...o.store, path: o.path, states: o.states })
       if (o.snapshots !== undefined) {
         const { store, schedule, onClose: _onClose, ...rest } = o.snapshots
-        this.#snapshotter = new Snapshotter({ ...rest, snapshotStore: store, partitionStore: this.#store, job: o.job, partition: o.partition, epoch })
+        this.#snapshotter = new Snapshotter({
+          ...rest,
+          snapshotStore: store,
+          partitionStore: this.#store,
+          job: o.job,
+          partition: o.partition,
+          epoch,
+          onEvent: (event) => this.emit('snapshotter', event),
+        })
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
           onSnapshot: (result) => this.emit('snapshot', result),
-          onError: (error) => this.emit('snapshot-failed', error),
+          onError: (error) => this.#snapshotFailed(error),
         })
         this.#scheduler.start()
       }
@@ -209,7 +225,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       const result: StartResult = {
         source: restored?.source ?? (this.offset === undefined ? 'empty' : 'local'),
         ...(restored?.snapshot === undefined ? {} : { snapshot: restored.snapshot.id }),
-        skipped: restored?.skipped ?? [],
+        skipped,
         bytesDownloaded: restored?.bytesDownloaded ?? 0,
         restoreMs: performance.now() - t0,
         offset: this.offset,
@@ -229,6 +245,11 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * resolves with the number applied.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
+    // The store failed while no catch-up ran (the reopen after a checkpoint).
+    if (this.#failure !== undefined && this.#state === 'running') {
+      await this.#stopOnFailure()
+      throw this.#failure.error
+    }
     const sync = this.#running()
     const from = sync.getRevision() + 1n
     const tail = options.end ?? (await this.#o.log.tail())
@@ -246,15 +267,18 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           this.emit('commit', { events, offset })
           this.#scheduler?.noteCommit(events, bytes)
         },
+        onCommitFailed: (error) => this.#fail(error),
       })
       meter.finish()
       this.#replayed = true
       return applied
     } catch (err) {
       // A failed batch stops the partition: its owner restarts it, which
-      // resumes at the first event of that batch.
-      await this.#shutdown()
-      throw err
+      // resumes at the first event of that batch. The first failure is the
+      // one reported (a snapshot may have found the store failed first).
+      this.#fail(err)
+      await this.#stopOnFailure()
+      throw this.#failure!.error
     }
   }
 
@@ -266,24 +290,90 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     }
   }
 
-  /** Takes a snapshot now (waiting for one in flight first); undefined when snapshots are off or it failed. */
+  /**
+   * Takes a snapshot that covers everything committed when it is called
+   * (after waiting for one in flight, which is returned only if it already
+   * covers that); undefined when snapshots are off or it failed.
+   */
   async snapshot(): Promise<SnapshotResult | undefined> {
     this.#running()
     return this.#scheduler?.trigger()
   }
 
-  /** Stops scheduling, waits for a snapshot in flight (and takes one if snapshots.onClose), closes the store. */
+  /** Stops scheduling, waits for a snapshot in flight (and then takes one if snapshots.onClose), closes the store. */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
-    if (this.#state === 'running' && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
+    if (this.#state === 'running' && this.#failure === undefined && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
     await this.#shutdown()
   }
 
   #running(): PartitionSynchronizer<E> {
-    if (this.#state !== 'running' || this.#sync === undefined) {
-      throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.#o.topic}/${this.#o.partition} is ${this.#state === 'closed' ? 'stopped' : 'not started'}`)
+    if (this.#state !== 'running' || this.#sync === undefined || this.#failure !== undefined) {
+      throw new TidemarkError(
+        'TIDEMARK_PROCESSOR_CLOSED',
+        `partition ${this.#o.topic}/${this.#o.partition} is ${this.#failure !== undefined ? 'stopped after an error' : this.#state === 'closed' ? 'stopped' : 'not started'}`,
+        this.#failure === undefined ? {} : { cause: this.#failure.error },
+      )
     }
     return this.#sync
+  }
+
+  /**
+   * A new owner takes an epoch above every snapshot written so far, so that a
+   * previous owner that is still running is fenced off. Only manifests that
+   * verify count: a key is only a name, and junk named with the largest epoch
+   * must not make the job unstartable. The ones that do not verify and that
+   * the restore did not try are reported as skipped too; returns the
+   * restore's skipped snapshots with them, newest first.
+   */
+  async #nextEpoch(store: SnapshotStore, restored: RestoreResult): Promise<{ epoch: number; skipped: SkippedSnapshot[] }> {
+    const layout = new SnapshotLayout(this.#o.job, this.#o.partition)
+    const { valid, invalid } = await readValidManifests(store, layout, await listManifests(store, layout))
+    const reported = new Set(restored.skipped.map((s) => s.key))
+    const unreported: SkippedSnapshot[] = invalid
+      .filter((m) => !reported.has(m.ref.key))
+      .map((m) => ({ id: m.ref.id, key: m.ref.key, reason: m.reason, message: m.message }))
+    for (const skipped of unreported) this.emit('restore', { type: 'snapshot-skipped', skipped })
+    // Keys hold the zero-padded (epoch, sequence): descending keys are newest first.
+    const skipped = [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
+    const newest = valid[0]?.ref
+    if (newest === undefined) return { epoch: 0, skipped }
+    if (newest.epoch >= MAX_EPOCH) {
+      throw new TidemarkError(
+        'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
+        `snapshot ${newest.key} has epoch ${newest.epoch}, the largest there is: no new owner of ${layout.prefix} can take an epoch above it to fence the previous one; move the partition's snapshots aside`,
+        { details: { job: layout.job, partition: layout.partition, key: newest.key, epoch: newest.epoch } },
+      )
+    }
+    return { epoch: newest.epoch + 1, skipped }
+  }
+
+  /**
+   * Only the first failure stops the partition and is reported: after the
+   * store failed (a commit, the reopen after a checkpoint), other calls of
+   * it fail too, and those errors say nothing new.
+   */
+  #fail(error: unknown): void {
+    if (this.#failure !== undefined) return
+    this.#failure = { error }
+    // No new snapshot of a failed partition; one in flight finishes.
+    void this.#scheduler?.stop()
+  }
+
+  #snapshotFailed(error: unknown): void {
+    if (this.#failure !== undefined) return
+    // The partition store itself failed (its reopen after the checkpoint):
+    // processing cannot go on, so the partition stops with this error.
+    if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
+      this.#fail(error)
+      return
+    }
+    this.emit('snapshot-failed', error)
+  }
+
+  /** Shuts down after a failure; an error of the shutdown (closing a store that failed) adds nothing to the failure. */
+  async #stopOnFailure(): Promise<void> {
+    await this.#shutdown().catch(() => undefined)
   }
 
   async #shutdown(): Promise<void> {

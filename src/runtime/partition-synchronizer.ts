@@ -31,6 +31,13 @@ export interface FetchOptions {
   signal?: AbortSignal
   /** Events per commit for this fetch; the synchronizer's batchSize by default. */
   batchSize?: number
+  /**
+   * Called as soon as a commit fails, before the fetch rejects with that
+   * failure (which may wait for handlers of the next batch): a store that
+   * failed a commit may fail other calls meanwhile, and their errors are
+   * consequences of this one.
+   */
+  onCommitFailed?: (error: unknown) => void
 }
 
 export interface PartitionSynchronizerOptions<E> {
@@ -76,7 +83,11 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
    * A handler that throws aborts its batch (nothing of it is committed) and
    * the fetch rejects with TIDEMARK_HANDLER_FAILED naming the topic,
    * partition and offset; the next fetch starts again at the batch's first
-   * event.
+   * event. A TidemarkError that reaches the handler from the store (a read
+   * of a store that failed, a value that does not decode) is no fault of the
+   * handler and passes through as it is. When a commit fails, the fetch
+   * rejects with that failure (TIDEMARK_COMMIT_FAILED), also if something
+   * failed after it while the next batch was processed.
    */
   async fetchUpdates(options: FetchOptions = {}): Promise<number> {
     const { store, log, topic, partition, handler, codec } = this.#o
@@ -92,6 +103,7 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
     // batch is processed: the next transaction reads its writes meanwhile and
     // does not commit (writes nothing) unless it succeeded.
     let inFlight: Promise<void> | undefined
+    let commitFailure: { error: unknown } | undefined
     // Takes its arguments rather than reading the loop's variables, which
     // keeps those out of a closure's context on the per-event path.
     const commit = async (committing: Transaction, batch: { events: number; offset: bigint; bytes: number }): Promise<void> => {
@@ -100,6 +112,10 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
       inFlight = written.then(() => {
         applied += batch.events
         options.onBatch?.(batch)
+      }, (error: unknown) => {
+        commitFailure ??= { error }
+        options.onCommitFailed?.(error)
+        throw error
       })
       // Awaited by the next commit or at the end; this only keeps a failure
       // from being reported as unhandled before then.
@@ -127,6 +143,7 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
               const done = handler(tx, event, { topic, partition, offset })
               if (done !== undefined) await done
             } catch (cause) {
+              if (cause instanceof TidemarkError) throw cause
               throw new TidemarkError(
                 'TIDEMARK_HANDLER_FAILED',
                 `the handler failed on ${topic}/${partition}@${offset}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
@@ -159,6 +176,12 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
       }
       await inFlight
       return applied
+    } catch (err) {
+      // The first failure is the one to report: after a failed commit, what
+      // fails next (the batch that follows it, a read of the store the
+      // failure left unusable) is its consequence.
+      await inFlight?.catch(() => undefined)
+      throw commitFailure === undefined ? err : commitFailure.error
     } finally {
       if (tx.isOpen) tx.abort()
       // A batch still being written when the fetch fails finishes (and is

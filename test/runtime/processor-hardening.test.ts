@@ -1,0 +1,218 @@
+// The processor against what others may do to its snapshot store, snapshots
+// asked for while one uploads, and a disk that fills up.
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { ClassicLevel } from 'classic-level'
+import { describe, expect, it } from 'vitest'
+import {
+  FsSnapshotStore, PartitionProcessor, openFileLog, type FileLog, type RestoreEvent, type SnapshotResult,
+} from '../../src/index.js'
+import { interceptNextBatchWrite } from '../helpers/faults.js'
+import { tempDir } from '../helpers/tmp.js'
+import { addSale, fold, readTotals, saleAt, TOPIC, totals, type Sale } from './fixtures/totals.js'
+
+type Options = ConstructorParameters<typeof PartitionProcessor<Sale>>[0]
+
+async function filledLog(dir: string, events: number): Promise<FileLog> {
+  const log = await openFileLog(dir, { sync: false })
+  for (let i = 0; i < events; i++) await log.append(Buffer.from(JSON.stringify(saleAt(i))))
+  return log
+}
+
+function processor(path: string, log: FileLog, store: FsSnapshotStore, overrides: Partial<Options> = {}): PartitionProcessor<Sale> {
+  return new PartitionProcessor<Sale>({
+    job: 'sales-job', topic: TOPIC, partition: 0, log, path, states: [totals], handler: addSale,
+    batchSize: 100, snapshots: { store, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
+    ...overrides,
+  })
+}
+
+async function readText(store: FsSnapshotStore, key: string): Promise<string> {
+  const chunks: Buffer[] = []
+  for await (const chunk of (await store.get(key)) as Readable) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+/** A write error as a full disk raises it. */
+function enospc(): Error {
+  return Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' })
+}
+
+/** Fault injection on one call: the next LevelDB open (a store's reopen after a checkpoint) fails as on a full disk. */
+function failNextOpen(): () => void {
+  const proto = ClassicLevel.prototype as unknown as { _open(options: unknown): Promise<void> }
+  const original = proto._open
+  proto._open = async function (this: unknown) {
+    proto._open = original
+    throw enospc()
+  }
+  return () => { proto._open = original }
+}
+
+/** The snapshot store's next put waits until released (an upload in flight); later ones are left alone. */
+function holdNextPut(store: FsSnapshotStore): { started: Promise<void>; release: () => void } {
+  const put = store.put.bind(store)
+  let started!: () => void
+  let release!: () => void
+  const startedP = new Promise<void>((resolve) => { started = resolve })
+  const released = new Promise<void>((resolve) => { release = resolve })
+  store.put = async (key, body, options) => {
+    store.put = put
+    started()
+    await released
+    return put(key, body, options)
+  }
+  return { started: startedP, release }
+}
+
+const manifests = 'sales-job/0/manifests/'
+
+describe('PartitionProcessor start: manifests that do not verify', () => {
+  it('junk named with the largest epoch or sequence neither stops a new owner nor numbers it: the epoch comes from manifests that verify, and the junk is reported', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const first = processor(join(dir, 'a'), log, snapshots)
+    await first.start()
+    await first.catchUp({ end: 500n })
+    const snap = await first.snapshot()
+    await first.close()
+    await snapshots.put(`${manifests}9999999999-000000000000.json`, Buffer.from('junk'))
+    await snapshots.put(`${manifests}0000000000-999999999999.json`, Buffer.from('{}'))
+
+    const second = processor(join(dir, 'b'), log, snapshots)
+    const events: RestoreEvent[] = []
+    second.on('restore', (e) => events.push(e))
+    const started = await second.start()
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: snap!.id, epoch: 1, offset: 499n })
+    const junk = [`${manifests}9999999999-000000000000.json`, `${manifests}0000000000-999999999999.json`]
+    expect(started.skipped.map((s) => s.key)).toEqual(junk)
+    expect(started.skipped.every((s) => s.reason === 'manifest-unreadable')).toBe(true)
+    const reported = events.flatMap((e) => (e.type === 'snapshot-skipped' ? [e.skipped.key] : []))
+    expect(reported.sort()).toEqual([...junk].sort())
+    await second.catchUp()
+    expect(await second.snapshot()).toMatchObject({ epoch: 1, sequence: 1 })
+    expect(await readTotals(second.store)).toEqual(fold(999))
+    await second.close()
+    await log.close()
+  })
+
+  it('a manifest that verifies at the largest epoch fails start() with TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED, not a RangeError', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 200)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const first = processor(join(dir, 'a'), log, snapshots)
+    await first.start()
+    await first.catchUp()
+    const snap = (await first.snapshot())!
+    await first.close()
+    const doc = JSON.parse(await readText(snapshots, snap.key)) as Record<string, unknown>
+    const epoch = 9_999_999_999
+    await snapshots.put(`${manifests}${epoch}-000000000001.json`, Buffer.from(JSON.stringify({ ...doc, epoch, sequence: 1, id: `${epoch}-000000000001` })))
+    const second = processor(join(dir, 'b'), log, snapshots)
+    await expect(second.start()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED', retriable: false, details: { epoch } })
+    await log.close()
+  })
+})
+
+describe('PartitionProcessor explicit snapshots', () => {
+  it('snapshot() while an upload is in flight waits for it and takes one at the position of the call; so does close() with onClose', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 4000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(join(dir, 'a'), log, snapshots, { snapshots: { store: snapshots, onClose: true, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } } })
+    const taken: SnapshotResult[] = []
+    p.on('snapshot', (r) => taken.push(r))
+    await p.start()
+    await p.catchUp({ end: 2000n })
+
+    const slow = holdNextPut(snapshots)
+    const inFlight = p.snapshot()
+    await slow.started // its checkpoint is taken: it holds 0..1999
+    await p.catchUp({ end: 3000n })
+    const asked = p.snapshot()
+    slow.release()
+    expect((await inFlight)?.positions).toEqual([{ topic: TOPIC, partition: 0, offset: 1999n }])
+    expect((await asked)?.positions).toEqual([{ topic: TOPIC, partition: 0, offset: 2999n }])
+
+    const slowAgain = holdNextPut(snapshots)
+    const another = p.snapshot()
+    await slowAgain.started
+    await p.catchUp()
+    const closed = p.close()
+    slowAgain.release()
+    await closed
+    expect((await another)?.positions[0]!.offset).toBe(2999n)
+    expect(taken.map((r) => r.positions[0]!.offset)).toEqual([1999n, 2999n, 2999n, 3999n])
+
+    // The next owner replays nothing.
+    const next = processor(join(dir, 'b'), log, snapshots)
+    expect(await next.start()).toMatchObject({ source: 'snapshot', offset: 3999n })
+    expect(await next.catchUp()).toBe(0)
+    await next.close()
+    await log.close()
+  })
+})
+
+describe('PartitionProcessor on a full disk', () => {
+  it('a commit that fails with ENOSPC stops the partition with TIDEMARK_COMMIT_FAILED; the snapshot in flight, whose reopen fails too, adds no second error', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(join(dir, 'a'), log, snapshots)
+    const failed: unknown[] = []
+    p.on('snapshot-failed', (e) => failed.push(e))
+    await p.start()
+    await p.catchUp({ end: 300n })
+
+    let snapshot: Promise<SnapshotResult | undefined> | undefined
+    let restoreOpen = (): void => undefined
+    // The disk fills up during the commit of events 300..399, while a
+    // snapshot is asked for: its checkpoint queues behind that commit, and
+    // the store's reopen after it fails as well.
+    const restoreWrite = interceptNextBatchWrite(async () => {
+      snapshot = p.snapshot()
+      restoreOpen = failNextOpen()
+      throw enospc()
+    })
+    const err = await p.catchUp().catch((e: unknown) => e).finally(() => {
+      restoreWrite()
+      restoreOpen()
+    })
+    expect(err).toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED', cause: { code: 'ENOSPC' } })
+    expect(await snapshot).toBeUndefined()
+    expect(failed).toEqual([])
+    await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_PROCESSOR_CLOSED', cause: err })
+
+    // Space is back: a restart resumes after the last commit that was written.
+    const again = processor(join(dir, 'a'), log, snapshots)
+    expect(await again.start()).toMatchObject({ offset: 299n })
+    expect(await again.catchUp()).toBe(700)
+    expect(await readTotals(again.store)).toEqual(fold(999))
+    await again.close()
+    await log.close()
+  })
+
+  it('a reopen after a checkpoint that fails with ENOSPC stops the partition with the store\'s error: no snapshot-failed, no TIDEMARK_HANDLER_FAILED', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(join(dir, 'a'), log, snapshots)
+    const failed: unknown[] = []
+    p.on('snapshot-failed', (e) => failed.push(e))
+    await p.start()
+    await p.catchUp({ end: 300n })
+
+    const restoreOpen = failNextOpen()
+    try {
+      expect(await p.snapshot()).toBeUndefined()
+    } finally {
+      restoreOpen()
+    }
+    const err = await p.catchUp().catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 'TIDEMARK_STORE_OPEN_FAILED' })
+    expect(failed).toEqual([])
+    await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_PROCESSOR_CLOSED' })
+    await log.close()
+  })
+})
