@@ -9,6 +9,7 @@ export default defineConfig({
     include: ['test/torture/**/*.torture.ts'],
     globalSetup: ['test/setup/services.ts', 'test/torture/figures-setup.ts'],
     setupFiles: ['test/setup/worker.ts'],
+    reporters: ['default', './test/torture/figures-reporter.ts'],
     pool: 'forks',
     testTimeout: 1_800_000,
     hookTimeout: 120_000,

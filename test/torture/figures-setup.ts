@@ -17,17 +17,19 @@ declare module 'vitest' {
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..')
 export const DEFAULT_FIGURES_FILE = join(ROOT, 'test/torture/.last-figures.json')
 
-type Figures = Record<string, number | Record<string, number>>
+type Figures = Record<string, number | string | string[] | Record<string, number>>
 
 export default function setup(project: TestProject): () => void {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-torture-figures-'))
   project.provide('tortureFigureParts', dir)
+  // For figures-reporter.ts, which runs in this process.
+  process.env.TORTURE_FIGURE_PARTS = dir
   const started = Date.now()
   return () => {
     const total: Figures = {}
     const files: string[] = []
     for (const name of readdirSync(dir).sort()) {
-      files.push(name.replace(/-\d+-\d+\.json$/, ''))
+      if (!name.startsWith('zz-run-result')) files.push(name.replace(/-\d+-\d+\.json$/, ''))
       add(total, JSON.parse(readFileSync(join(dir, name), 'utf8')) as Figures)
     }
     rmSync(dir, { recursive: true, force: true })
@@ -51,7 +53,9 @@ export default function setup(project: TestProject): () => void {
 
 function add(total: Figures, part: Figures): void {
   for (const [key, value] of Object.entries(part)) {
-    if (typeof value === 'number') {
+    if (typeof value === 'string' || Array.isArray(value)) {
+      total[key] = value
+    } else if (typeof value === 'number') {
       const prior = total[key]
       total[key] = (typeof prior === 'number' ? prior : 0) + value
     } else {
