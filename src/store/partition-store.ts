@@ -1,7 +1,6 @@
-import { readdir } from 'node:fs/promises'
-import { ClassicLevel } from 'classic-level'
+import type { ClassicLevel } from 'classic-level'
 import { TidemarkError } from '../errors.js'
-import { errnoOf, hasTables, inspectStoreDir, makeDirectory, STORE_MARKER, writeMarker, type StoreDir } from './store-dir.js'
+import { levelCause, openLevel, openStoreDir } from './store-dir.js'
 import {
   decodeOffset, decodePositionKey, encodeOffset, MAX_KEY_BYTES, metadataKey, positionKey,
   POSITIONS_PREFIX, prefixEnd, REGISTRY_PREFIX, registryKey,
@@ -594,86 +593,4 @@ function entryBytes(id: string, value: unknown): number {
 function checkMetaName(name: unknown): string {
   if (typeof name !== 'string' || name.length === 0) throw new TypeError(`metadata name must be a non-empty string, got ${JSON.stringify(name)}`)
   return name
-}
-
-/**
- * Opens the store at `path` after checking what is there (see store-dir.ts):
- * only an absent path or an empty directory becomes a new store, and only
- * with `create`; a directory Tidemark cannot tell for a store is refused
- * before LevelDB touches it.
- */
-async function openStoreDir(path: string, options: { cacheSize: number; writeBufferSize: number }, create: boolean): Promise<Level> {
-  let dir: StoreDir
-  try {
-    dir = await inspectStoreDir(path)
-  } catch (err) {
-    throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot open partition store ${path}: ${(err as Error).message}`, { cause: err })
-  }
-  switch (dir.kind) {
-    case 'foreign':
-      throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `${path} is not a partition store: ${dir.reason}; it was left as it is`, { details: { path } })
-    case 'absent':
-    case 'empty': {
-      if (!create) {
-        throw new TidemarkError('TIDEMARK_STORE_NOT_FOUND', `there is no partition store at ${path}: ${dir.kind === 'absent' ? 'the path does not exist' : 'it is an empty directory'}`, { details: { path } })
-      }
-      try {
-        if (dir.kind === 'absent') await makeDirectory(path)
-        // Something other than a Tidemark store may have appeared since the look.
-        const names = await readdir(path)
-        if (names.length > 0 && !names.includes(STORE_MARKER)) {
-          throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `${path} is not a partition store: files appeared in it while the store was being created; they were left as they are`, { details: { path } })
-        }
-        // The marker first: whatever a crash leaves in the directory from
-        // here on, it is provably Tidemark's.
-        if (names.length === 0) await writeMarker(path, 'store', true)
-      } catch (err) {
-        if (err instanceof TidemarkError) throw err
-        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot create partition store ${path}: ${(err as Error).message}`, { cause: err, details: { path, errno: errnoOf(err) } })
-      }
-      return openLevel(path, options, true)
-    }
-    case 'marked': {
-      if (dir.names.includes('CURRENT')) return openLevel(path, options, false)
-      // A marker without CURRENT: a creation that a crash interrupted, or a
-      // store that lost its CURRENT. Only the first may start afresh.
-      if (hasTables(dir.names)) {
-        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `partition store ${path} is damaged: it has table files but no CURRENT; restore it from a snapshot`, { details: { path } })
-      }
-      if (!create) throw new TidemarkError('TIDEMARK_STORE_NOT_FOUND', `there is no partition store at ${path}: it was never completely created`, { details: { path } })
-      return openLevel(path, options, true)
-    }
-    case 'legacy': {
-      // A store of a version before the marker; from now on it carries one.
-      const db = await openLevel(path, options, false)
-      try {
-        await writeMarker(path, 'store', true)
-      } catch (err) {
-        await db.close()
-        throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot write the ${STORE_MARKER} marker into partition store ${path}: ${(err as Error).message}`, { cause: err, details: { path } })
-      }
-      return db
-    }
-  }
-}
-
-/** The error underneath abstract-level's "Database is not open" and our own wrapping. */
-function levelCause(err: unknown): unknown {
-  let e = err
-  while ((e instanceof TidemarkError || (e as { code?: string } | undefined)?.code === 'LEVEL_DATABASE_NOT_OPEN') && (e as Error).cause !== undefined) e = (e as Error).cause
-  return e
-}
-
-async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }, createIfMissing: boolean): Promise<Level> {
-  const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
-  try {
-    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause
-    if (cause?.code === 'LEVEL_LOCKED') {
-      throw new TidemarkError('TIDEMARK_STORE_LOCKED', `partition store ${path} is already open in this or another process`, { cause: err })
-    }
-    throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot open partition store ${path}: ${(cause as Error | undefined)?.message ?? (err as Error).message}`, { cause: err })
-  }
-  return db
 }
