@@ -215,4 +215,39 @@ describe('PartitionProcessor on a full disk', () => {
     await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_PROCESSOR_CLOSED' })
     await log.close()
   })
+
+  it('a checkpoint asked for while handlers run, whose reopen fails with ENOSPC, stops the partition with the store\'s error, not TIDEMARK_HANDLER_FAILED', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 1000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    let asked: Promise<SnapshotResult | undefined> | undefined
+    let quiesceAsked!: () => void
+    const quiesced = new Promise<void>((resolve) => { quiesceAsked = resolve })
+    const p: PartitionProcessor<Sale> = processor(join(dir, 'a'), log, snapshots, {
+      handler: async (tx, sale, ctx) => {
+        // A checkpoint is asked for while handlers run: it runs when this
+        // batch lets go of the store, before the batch's commit.
+        if (ctx.offset === 350n) asked = p.snapshot()
+        if (ctx.offset === 351n) await quiesced
+        await addSale(tx, sale, ctx)
+      },
+    })
+    const failed: unknown[] = []
+    p.on('snapshot-failed', (e) => failed.push(e))
+    await p.start()
+    await p.catchUp({ end: 300n })
+    // Fault-injection style wrap of one call: learn when the quiesce is asked for.
+    const quiesce = p.store.quiesce.bind(p.store)
+    p.store.quiesce = (fn) => {
+      quiesceAsked()
+      return quiesce(fn)
+    }
+    const restoreOpen = failNextOpen()
+    const err = await p.catchUp().catch((e: unknown) => e)
+    expect(await asked).toBeUndefined()
+    restoreOpen()
+    expect(err).toMatchObject({ code: 'TIDEMARK_STORE_OPEN_FAILED' })
+    expect(failed).toEqual([])
+    await log.close()
+  })
 })
