@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   // dfs/
   TIDEMARK_DFS_NOT_FOUND: { retriable: false, summary: 'the object does not exist in the snapshot store' },
   TIDEMARK_DFS_OBJECT_EXISTS: { retriable: false, summary: 'a create-only put (ifNoneMatch) found the key already taken' },
+  TIDEMARK_DFS_PRECONDITION_FAILED: { retriable: false, summary: 'a conditional put (ifMatch) found another version of the object, or none' },
   TIDEMARK_DFS_ACCESS_DENIED: { retriable: false, summary: 'the snapshot store refused the credentials or the permission (HTTP 403, EACCES, read-only file system)' },
   TIDEMARK_DFS_UNAVAILABLE: { retriable: true, summary: 'the snapshot store did not answer, failed with a server error or throttled, also after the configured retries' },
   TIDEMARK_DFS_REQUEST_FAILED: { retriable: false, summary: 'the snapshot store rejected the request for another reason (missing bucket, bad request, a key that collides with a directory)' },

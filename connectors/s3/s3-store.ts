@@ -19,6 +19,7 @@ import { TidemarkError, isTidemarkError } from '../../src/errors.js'
 import {
   AbstractSnapshotStore,
   bodyChunks,
+  type InternalPutOptions,
   type ObjectInfo,
   type PutResult,
   type SnapshotStoreCapabilities,
@@ -60,7 +61,9 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     })
     this.#parts = new PartPool(this.options.partSize, this.options.uploadConcurrency + 1)
     this.#retry = { maxAttempts: this.options.maxAttempts, baseDelayMs: this.options.retryBaseDelayMs, maxDelayMs: this.options.retryMaxDelayMs }
-    this.capabilities = Object.freeze({ conditionalPut: this.options.conditionalPut })
+    // A server that ignores If-None-Match (s3rver) ignores If-Match too, so
+    // one option covers both.
+    this.capabilities = Object.freeze({ conditionalPut: this.options.conditionalPut, compareAndSwap: this.options.conditionalPut })
     const query = new URLSearchParams()
     if (endpoint !== undefined) query.set('endpoint', endpoint)
     if (region !== undefined) query.set('region', region)
@@ -69,14 +72,15 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     this.url = `s3://${bucket}${path}${query.size > 0 ? `?${query}` : ''}`
   }
 
-  protected async _put(key: string, body: Readable | Uint8Array, options: { contentLength: number | undefined; ifNoneMatch: boolean }): Promise<PutResult> {
+  protected async _put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult> {
     const { bucket, partSize } = this.options
-    const { contentLength, ifNoneMatch } = options
-    // S3-compatible servers differ on If-None-Match for CompleteMultipartUpload
-    // (Ceph radosgw 16 ignores it and overwrites), so a create-only put must be one PutObject.
+    const { contentLength, ifNoneMatch, ifMatch } = options
+    const conditional = ifNoneMatch || ifMatch !== undefined
+    // S3-compatible servers differ on conditions for CompleteMultipartUpload
+    // (Ceph radosgw 16 ignores If-None-Match and overwrites), so a conditional put must be one PutObject.
     const conditionalTooLarge = (): RangeError => new RangeError(
-      `a put with ifNoneMatch of '${key}' is limited to partSize (${partSize}) bytes on S3: it must be a single PutObject request`)
-    if (ifNoneMatch && contentLength !== undefined && contentLength > partSize) throw conditionalTooLarge()
+      `a put with ${ifNoneMatch ? 'ifNoneMatch' : 'ifMatch'} of '${key}' is limited to partSize (${partSize}) bytes on S3: it must be a single PutObject request`)
+    if (conditional && contentLength !== undefined && contentLength > partSize) throw conditionalTooLarge()
 
     // A body in memory goes up as it is, cut into subarrays: no copy. The
     // caller keeps it unchanged until put() settles, as with any write.
@@ -92,16 +96,39 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
         Body: data,
         ContentLength: data.byteLength,
         ...(ifNoneMatch ? { IfNoneMatch: '*' } : {}),
-      })))
+        // Unquoted: radosgw matches a quoted If-Match against nothing (412 even for the right ETag).
+        ...(ifMatch !== undefined ? { IfMatch: ifMatch } : {}),
+      }))).catch((err: unknown) => {
+        throw ifMatch === undefined ? err : this.#preconditionFailed(key, ifMatch, err)
+      })
       this.#parts.give(part)
-      return { key, size: data.byteLength, etag: unquote(response.ETag) }
+      // An ETag-less answer would leave a compare-and-swap caller without the version it wrote.
+      const etag = unquote(response.ETag) ?? (conditional ? (await this._head(key))?.etag : undefined)
+      return { key, size: data.byteLength, etag }
     }
-    if (ifNoneMatch) {
+    if (conditional) {
       this.#parts.give(first.value)
       await parts.return(undefined) // stops reading the caller's stream
       throw conditionalTooLarge()
     }
     return this.#putMultipart(key, first.value, parts)
+  }
+
+  /**
+   * A failed If-Match put: 412 (another version) and 404 (no object; AWS
+   * answers so, and so may others) mean the condition did not hold. Other
+   * failures keep their code. A 412 after a retry may also mean that an
+   * earlier attempt of this very put landed; the caller can tell by reading
+   * the object (src/ownership/ does).
+   */
+  #preconditionFailed(key: string, ifMatch: string, err: unknown): unknown {
+    if (!isTidemarkError(err)) return err
+    const status = err.details.httpStatus
+    if (err.code !== 'TIDEMARK_DFS_OBJECT_EXISTS' && err.code !== 'TIDEMARK_DFS_NOT_FOUND' && status !== 409) return err
+    const found = err.code === 'TIDEMARK_DFS_NOT_FOUND' ? 'no object' : 'another version'
+    return new TidemarkError('TIDEMARK_DFS_PRECONDITION_FAILED', `S3 put of '${key}' in bucket '${this.options.bucket}' with ifMatch '${ifMatch}' found ${found}`, {
+      cause: err, details: { ...err.details, ifMatch },
+    })
   }
 
   async #putMultipart(key: string, first: Part, parts: AsyncGenerator<Part>): Promise<PutResult> {

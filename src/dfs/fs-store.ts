@@ -1,7 +1,8 @@
-import { randomBytes } from 'node:crypto'
-import { constants } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { constants, type BigIntStats } from 'node:fs'
 import { link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
-import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { TidemarkError, type ErrorCode } from '../errors.js'
@@ -10,6 +11,7 @@ import {
   RESERVED_SEGMENT_PREFIX,
   bodyChunks,
   compareKeys,
+  type InternalPutOptions,
   type ObjectInfo,
   type PutResult,
   type SnapshotStoreCapabilities,
@@ -26,11 +28,30 @@ export interface FsSnapshotStoreOptions {
    * the hosts that share the store.
    */
   temporaryFileGraceMs?: number
+  /**
+   * A put with ifMatch holds a lock file beside the object for the few
+   * milliseconds of its compare and rename. A lock file older than this was
+   * left by a process that died holding it, and the next ifMatch put of that
+   * key breaks it (default 10 s). It must exceed the longest such put (a
+   * stalled network file system) plus the clock skew between the hosts that
+   * share the store: a lock broken while its put still runs lets two
+   * compare-and-swaps through.
+   */
+  lockStaleMs?: number
 }
 
 export const FS_STORE_DEFAULTS = Object.freeze({
   temporaryFileGraceMs: 60 * 60 * 1000,
+  lockStaleMs: 10_000,
 })
+
+/**
+ * Objects up to this size have a content etag (the MD5 of their bytes, as S3
+ * gives a single PutObject); head() reads them to compute it. Larger objects
+ * (snapshot data) get an etag from stat instead, which head() must not pay a
+ * full read for.
+ */
+const CONTENT_ETAG_LIMIT = 64 * 1024
 
 /**
  * The snapshot store on a local or mounted file system (NFS, JuiceFS). Keys
@@ -39,6 +60,17 @@ export const FS_STORE_DEFAULTS = Object.freeze({
  * fsync the directory, so a crash leaves the old object or the new one and at
  * worst a temporary file that list() ignores and sweepTemporaryFiles()
  * removes once it is old.
+ *
+ * Etags: an object of at most 64 KiB (claims, manifests) has the MD5 of its
+ * bytes as etag, which changes with every replacement that changes a byte;
+ * a larger one has `s-<inode>-<size>-<mtime in ns>` from stat, which two
+ * replacements inside one file-system timestamp tick that reuse an inode
+ * could repeat. put() and head() report them, list() leaves them out (it
+ * would read every small object). A put with ifMatch takes a lock file
+ * (`.tidemark-tmp-lock-<name>`, created with O_EXCL beside the object)
+ * around its compare and rename, so compare-and-swaps of one key from any
+ * number of processes on hosts sharing the file system are atomic with
+ * respect to each other; plain puts and deletes do not take the lock.
  *
  * The store never goes through a symbolic link below its root (the root
  * itself may be one): a linked directory may lead out of the root, where
@@ -52,25 +84,29 @@ export const FS_STORE_DEFAULTS = Object.freeze({
 export class FsSnapshotStore extends AbstractSnapshotStore {
   readonly url: string
   readonly root: string
-  readonly capabilities: SnapshotStoreCapabilities = Object.freeze({ conditionalPut: true })
+  readonly capabilities: SnapshotStoreCapabilities = Object.freeze({ conditionalPut: true, compareAndSwap: true })
   readonly temporaryFileGraceMs: number
+  readonly lockStaleMs: number
   /** realpath(root), once the root exists. */
   #realRoot: string | undefined
 
   constructor(options: FsSnapshotStoreOptions) {
     super()
     if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object with a root path')
-    const { root, temporaryFileGraceMs = FS_STORE_DEFAULTS.temporaryFileGraceMs } = options
+    const { root, temporaryFileGraceMs = FS_STORE_DEFAULTS.temporaryFileGraceMs, lockStaleMs = FS_STORE_DEFAULTS.lockStaleMs } = options
     if (typeof root !== 'string' || root === '') throw new TypeError(`root must be a non-empty path string, got ${String(root)}`)
     if (!isAbsolute(root)) throw new RangeError(`root ('${root}') must be an absolute path`)
     if (typeof temporaryFileGraceMs !== 'number') throw new TypeError(`temporaryFileGraceMs must be a number, got ${typeof temporaryFileGraceMs}`)
     if (!Number.isSafeInteger(temporaryFileGraceMs) || temporaryFileGraceMs < 0) throw new RangeError(`temporaryFileGraceMs (${temporaryFileGraceMs}) must be an integer >= 0`)
+    if (typeof lockStaleMs !== 'number') throw new TypeError(`lockStaleMs must be a number, got ${typeof lockStaleMs}`)
+    if (!Number.isSafeInteger(lockStaleMs) || lockStaleMs < 1) throw new RangeError(`lockStaleMs (${lockStaleMs}) must be an integer >= 1`)
+    this.lockStaleMs = lockStaleMs
     this.root = resolve(root)
     this.url = pathToFileURL(this.root).href
     this.temporaryFileGraceMs = temporaryFileGraceMs
   }
 
-  protected async _put(key: string, body: Readable | Uint8Array, options: { contentLength: number | undefined; ifNoneMatch: boolean }): Promise<PutResult> {
+  protected async _put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult> {
     const path = this.#path(key)
     const dir = dirname(path)
     try {
@@ -87,18 +123,25 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
       throw fsError(err, 'put', key, path)
     }
     let size = 0
+    let etag = ''
+    const md5 = createHash('md5')
     try {
       const file = await open(temp, 'wx', 0o644).catch(fail)
       try {
         for await (const chunk of bodyChunks(key, body, options.contentLength)) {
           await file.write(chunk).catch(fail)
           size += chunk.byteLength
+          if (size <= CONTENT_ETAG_LIMIT) md5.update(chunk)
         }
         await file.sync().catch(fail)
+        // A rename keeps inode, size and mtime, so the temporary file's stat is the object's.
+        etag = size <= CONTENT_ETAG_LIMIT ? md5.digest('hex') : statEtag(await file.stat({ bigint: true }).catch(fail))
       } finally {
         await file.close()
       }
-      if (options.ifNoneMatch) {
+      if (options.ifMatch !== undefined) {
+        await this.#swap(key, path, temp, options.ifMatch)
+      } else if (options.ifNoneMatch) {
         // link() creates the name only if it is free, atomically, also on NFS;
         // rename() would replace an existing object.
         await link(temp, path).catch((err: unknown) => {
@@ -114,7 +157,68 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
       await rm(temp, { force: true }).catch(() => {}) // the first failure is the one to report
       throw err
     }
-    return { key, size }
+    return { key, size, etag }
+  }
+
+  /** Renames `temp` over the object at `path` if the object's etag is `ifMatch`, under the key's lock. */
+  async #swap(key: string, path: string, temp: string, ifMatch: string): Promise<void> {
+    const lock = join(dirname(path), `${RESERVED_SEGMENT_PREFIX}-lock-${basename(path)}`)
+    await this.#lock(key, lock)
+    try {
+      const current = await this.#info(key, path, true)
+      if (current === 'link') throw this.#linked('put', key, path)
+      if (current?.etag !== ifMatch) {
+        throw new TidemarkError('TIDEMARK_DFS_PRECONDITION_FAILED',
+          `put of '${key}' with ifMatch '${ifMatch}' found ${current === undefined ? 'no object' : `another version (etag '${current.etag}')`} at ${path}`,
+          { details: { key, path, ifMatch } })
+      }
+      await rename(temp, path)
+      await fsyncDir(dirname(path))
+    } catch (err) {
+      throw fsError(err, 'put', key, path)
+    } finally {
+      await unlink(lock).catch(() => {}) // a lock left behind is broken once stale
+    }
+  }
+
+  /**
+   * Creates the lock file, waiting while a live one exists. A stale one (see
+   * lockStaleMs) is renamed aside first, so that of two processes breaking
+   * it at once only one succeeds; a breaker that finds it moved a fresh lock
+   * instead (someone broke and retook it in between) links it back.
+   */
+  async #lock(key: string, lock: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const handle = await open(lock, 'wx', 0o644)
+        await handle.close()
+        return
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw fsError(err, 'put', key, lock)
+      }
+      const held = await lstat(lock).catch((err: unknown) => {
+        if (isMissing(err)) return undefined
+        throw fsError(err, 'put', key, lock)
+      })
+      if (held === undefined) continue // released meanwhile
+      if (Date.now() - held.mtimeMs > this.lockStaleMs) {
+        const aside = `${lock}-broken-${randomBytes(8).toString('hex')}`
+        const moved = await rename(lock, aside).then(() => true, (err: unknown) => {
+          if (isMissing(err)) return false // another process broke it first
+          throw fsError(err, 'put', key, lock)
+        })
+        if (moved) {
+          const broken = await lstat(aside).catch((err: unknown) => {
+            throw fsError(err, 'put', key, aside)
+          })
+          if (broken.ino !== held.ino || broken.mtimeMs !== held.mtimeMs) await link(aside, lock).catch(() => {})
+          await unlink(aside).catch(() => {})
+        }
+        continue
+      }
+      // A lock is held for one compare and rename: milliseconds.
+      await sleep(Math.min(2 + attempt, 20) * (0.5 + Math.random()))
+    }
   }
 
   protected async _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable> {
@@ -154,17 +258,20 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
     } catch (err) {
       throw fsError(err, 'head', key, path)
     }
-    const info = await this.#info(key, path)
+    const info = await this.#info(key, path, true)
     if (info === 'link') throw this.#linked('head', key, path)
     return info
   }
 
-  /** The object at `path` (lstat: a link is reported, not followed), or undefined. */
-  async #info(key: string, path: string): Promise<ObjectInfo | 'link' | undefined> {
+  /** The object at `path` (lstat: a link is reported, not followed), with its etag when `withEtag`, or undefined. */
+  async #info(key: string, path: string, withEtag = false): Promise<ObjectInfo | 'link' | undefined> {
     try {
       const info = await lstat(path)
       if (info.isSymbolicLink()) return 'link'
-      return info.isFile() ? { key, size: info.size, lastModified: info.mtime } : undefined
+      if (!info.isFile()) return undefined
+      if (!withEtag) return { key, size: info.size, lastModified: info.mtime }
+      // Size, time and etag from one open file, so that they describe the same version.
+      return await versionInfo(key, path)
     } catch (err) {
       if (isMissing(err)) return undefined
       throw fsError(err, 'head', key, path)
@@ -341,6 +448,32 @@ async function mkdirDurably(dir: string): Promise<void> {
     await fsyncDir(dirname(created))
     if (created === first) return
   }
+}
+
+/** The object's info with its etag, or undefined when it is gone or no file; O_NOFOLLOW, as get() reads. */
+async function versionInfo(key: string, path: string): Promise<ObjectInfo | 'link' | undefined> {
+  let handle
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+  } catch (err) {
+    if (isMissing(err)) return undefined
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') return 'link'
+    throw err
+  }
+  try {
+    // Read from the handle, not the path: a rename in between cannot mix two versions.
+    const info = await handle.stat({ bigint: true })
+    if (!info.isFile()) return undefined
+    const size = Number(info.size)
+    const etag = size <= CONTENT_ETAG_LIMIT ? createHash('md5').update(await handle.readFile()).digest('hex') : statEtag(info)
+    return { key, size, lastModified: info.mtime, etag }
+  } finally {
+    await handle.close()
+  }
+}
+
+function statEtag(info: BigIntStats): string {
+  return `s-${info.ino.toString(16)}-${info.size.toString(16)}-${info.mtimeNs.toString(16)}`
 }
 
 async function fsyncDir(dir: string): Promise<void> {

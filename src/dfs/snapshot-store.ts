@@ -12,7 +12,8 @@ export interface SnapshotStore {
   readonly capabilities: SnapshotStoreCapabilities
   /**
    * Stores `body` under `key`, replacing an existing object unless
-   * `ifNoneMatch` is set. Readers never see a partly written object.
+   * `ifNoneMatch` or `ifMatch` says otherwise. Readers never see a partly
+   * written object.
    */
   put(key: string, body: Readable | Uint8Array, options?: PutOptions): Promise<PutResult>
   /**
@@ -21,7 +22,7 @@ export interface SnapshotStore {
    * consume or destroy the stream: it holds a file handle or a connection.
    */
   get(key: string, options?: GetOptions): Promise<Readable>
-  /** The object's metadata, or undefined when the key does not exist. */
+  /** The object's metadata (with its etag where the store has one), or undefined when the key does not exist. */
   head(key: string): Promise<ObjectInfo | undefined>
   /** Objects whose key starts with `prefix` (a plain string prefix, not only whole segments), in UTF-8 byte order of their keys. */
   list(prefix: string, options?: ListOptions): AsyncIterable<ObjectInfo>
@@ -41,6 +42,11 @@ export interface SnapshotStore {
 export interface SnapshotStoreCapabilities {
   /** put() honours `ifNoneMatch` atomically, so it can fence concurrent writers. */
   readonly conditionalPut: boolean
+  /**
+   * put() honours `ifMatch` atomically (compare-and-swap on the etag), and
+   * put() and head() report etags. Partition claims (src/ownership/) need it.
+   */
+  readonly compareAndSwap: boolean
 }
 
 export interface PutOptions {
@@ -52,12 +58,23 @@ export interface PutOptions {
    * request, at most `partSize` bytes) and refuse a larger one with a RangeError.
    */
   ifNoneMatch?: boolean
+  /**
+   * Compare-and-swap: replace the object only if its current etag (as put()
+   * or head() reported it, without quotes) is this one; otherwise, or when
+   * the key does not exist, fail with TIDEMARK_DFS_PRECONDITION_FAILED and
+   * store nothing. Needs `capabilities.compareAndSwap`; excludes
+   * `ifNoneMatch`; bounded in size like `ifNoneMatch` (the S3 store: one
+   * request of at most `partSize` bytes). Meant for small objects that only
+   * conditional puts change (a claim); a plain put or a delete of the same
+   * key does not wait for it.
+   */
+  ifMatch?: string
 }
 
 export interface PutResult {
   key: string
   size: number
-  /** Opaque version tag without quotes, where the store has one. */
+  /** Opaque version tag without quotes, where the store has one; always there when `capabilities.compareAndSwap` is. */
   etag?: string
 }
 
@@ -86,6 +103,13 @@ export interface ObjectInfo {
   etag?: string
 }
 
+/** What AbstractSnapshotStore passes to `_put`, checked. */
+export interface InternalPutOptions {
+  contentLength: number | undefined
+  ifNoneMatch: boolean
+  ifMatch: string | undefined
+}
+
 /**
  * Reserved for the file-system store's temporary files. Rejected in keys of
  * every store so that keys stay portable from one store to another.
@@ -108,7 +132,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
       throw new TypeError(`body of '${key}' must be a Uint8Array or a readable stream, got ${describe(body)}`)
     }
     assertOptionalObject(options, 'put options')
-    const { contentLength, ifNoneMatch = false } = options
+    const { contentLength, ifNoneMatch = false, ifMatch } = options
     if (contentLength !== undefined) {
       assertSafeInteger(contentLength, 'contentLength', 0)
       if (body instanceof Uint8Array && body.byteLength !== contentLength) {
@@ -119,8 +143,16 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     if (ifNoneMatch && !this.capabilities.conditionalPut) {
       throw new RangeError(`ifNoneMatch is not supported by ${this.url} (capabilities.conditionalPut is false)`)
     }
+    if (ifMatch !== undefined) {
+      if (typeof ifMatch !== 'string' || ifMatch === '') throw new TypeError(`ifMatch must be a non-empty etag string, got ${describe(ifMatch)}`)
+      if (/^"|"$/.test(ifMatch)) throw new RangeError(`ifMatch (${describe(ifMatch)}) must be an etag without quotes, as put() and head() report it`)
+      if (ifNoneMatch) throw new RangeError(`ifMatch and ifNoneMatch exclude each other (put of '${key}')`)
+      if (!this.capabilities.compareAndSwap) {
+        throw new RangeError(`ifMatch is not supported by ${this.url} (capabilities.compareAndSwap is false)`)
+      }
+    }
     this.#assertOpen()
-    return this._put(key, body, { contentLength, ifNoneMatch })
+    return this._put(key, body, { contentLength, ifNoneMatch, ifMatch })
   }
 
   async get(key: string, options: GetOptions = {}): Promise<Readable> {
@@ -178,7 +210,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     await this._close()
   }
 
-  protected abstract _put(key: string, body: Readable | Uint8Array, options: { contentLength: number | undefined; ifNoneMatch: boolean }): Promise<PutResult>
+  protected abstract _put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult>
   protected abstract _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable>
   protected abstract _head(key: string): Promise<ObjectInfo | undefined>
   protected abstract _list(prefix: string, options: { startAfter: string | undefined; limit: number }): AsyncIterable<ObjectInfo>

@@ -1,4 +1,4 @@
-import { mkdir, readdir, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
@@ -12,7 +12,7 @@ snapshotStoreSuite({
     const dir = makeTempDir('tidemark-dfs-')
     return { store: new FsSnapshotStore({ root: join(dir.path, 'store') }), cleanup: () => dir.cleanup() }
   },
-  capabilities: { conditionalPut: true, manyKeys: 1200 },
+  capabilities: { conditionalPut: true, compareAndSwap: true, manyKeys: 1200 },
 })
 
 describe('FsSnapshotStore', () => {
@@ -61,9 +61,50 @@ describe('FsSnapshotStore', () => {
     expect(await readAll(stream)).toEqual(Buffer.alloc(1000, 1))
   })
 
+  it('hides the lock of a compare-and-swap put and removes it afterwards', async () => {
+    const root = tempDir()
+    const store = new FsSnapshotStore({ root })
+    const { etag } = await store.put('p/owner.json', Buffer.from('a'))
+    await store.put('p/owner.json', Buffer.from('b'), { ifMatch: etag! })
+    expect(await readdir(join(root, 'p'))).toEqual(['owner.json'])
+    await writeFile(join(root, 'p', '.tidemark-tmp-lock-owner.json'), '')
+    expect(await listKeys(store, '')).toEqual(['p/owner.json'])
+  })
+
+  it('waits for a live lock, and breaks one left by a dead process once it is older than lockStaleMs', async () => {
+    const root = tempDir()
+    const store = new FsSnapshotStore({ root, lockStaleMs: 300 })
+    const { etag } = await store.put('p/owner.json', Buffer.from('a'))
+    // What a process killed between taking the lock and removing it leaves.
+    const lock = join(root, 'p', '.tidemark-tmp-lock-owner.json')
+    await writeFile(lock, '')
+    const started = Date.now()
+    const swapped = await store.put('p/owner.json', Buffer.from('b'), { ifMatch: etag! })
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250) // waited (mtime resolution allows a little less)
+    expect((await readAll(await store.get('p/owner.json'))).toString()).toBe('b')
+    expect(await readdir(join(root, 'p'))).toEqual(['owner.json'])
+    // A lock older than lockStaleMs from the start is broken at once.
+    await writeFile(lock, '')
+    await utimes(lock, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000))
+    await new FsSnapshotStore({ root }).put('p/owner.json', Buffer.from('c'), { ifMatch: swapped.etag! })
+    expect((await readAll(await store.get('p/owner.json'))).toString()).toBe('c')
+    expect(await readdir(join(root, 'p'))).toEqual(['owner.json'])
+  })
+
+  it('gives large objects an etag from stat that put and head agree on', async () => {
+    const store = new FsSnapshotStore({ root: tempDir() })
+    const first = await store.put('big', Buffer.alloc(100_000, 1))
+    expect(first.etag).toMatch(/^s-/)
+    expect((await store.head('big'))?.etag).toBe(first.etag)
+    const second = await store.put('big', Buffer.alloc(100_000, 2), { ifMatch: first.etag! })
+    expect(second.etag).not.toBe(first.etag)
+    await expect(store.put('big', Buffer.alloc(10), { ifMatch: first.etag! })).rejects.toMatchObject({ code: 'TIDEMARK_DFS_PRECONDITION_FAILED' })
+  })
+
   it('validates its root', () => {
     expect(() => new FsSnapshotStore({ root: 'relative/dir' })).toThrow(/root \('relative\/dir'\) must be an absolute path/)
     expect(() => new FsSnapshotStore({ root: '' })).toThrow(TypeError)
     expect(() => new FsSnapshotStore(undefined as unknown as { root: string })).toThrow(TypeError)
+    expect(() => new FsSnapshotStore({ root: '/tmp/x', lockStaleMs: 0 })).toThrow(/lockStaleMs \(0\)/)
   })
 })

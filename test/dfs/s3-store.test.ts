@@ -102,7 +102,7 @@ snapshotStoreSuite({
     return { store, cleanup: () => emptyPrefix(store.options.prefix) }
   },
   // 1100 keys cross the server's 1000-key page of ListObjectsV2 and DeleteObjects' 1000-key limit.
-  capabilities: { conditionalPut: true, manyKeys: 1100 },
+  capabilities: { conditionalPut: true, compareAndSwap: true, manyKeys: 1100 },
 })
 
 describe('S3SnapshotStore', () => {
@@ -339,6 +339,28 @@ describe('S3SnapshotStore', () => {
       await expect(store.put('fits', Buffer.alloc(5 * MiB), { ifNoneMatch: true })).resolves.toMatchObject({ size: 5 * MiB })
       expect(await listKeys(store, '')).toEqual(['fits'])
       expect(await multipartUploads(store)).toBe(0)
+    })
+
+    it('limits a compare-and-swap put to one request of at most partSize bytes', async () => {
+      const store = newStore({ partSize: 5 * MiB })
+      const { etag } = await store.put('claim', Buffer.from('small'))
+      await expect(store.put('claim', Buffer.alloc(5 * MiB + 1), { ifMatch: etag! })).rejects.toThrow(/ifMatch of 'claim' is limited to partSize/)
+      await expect(store.put('claim', randomStream(6 * MiB).stream, { ifMatch: etag! })).rejects.toThrow(RangeError)
+      expect((await readAll(await store.get('claim'))).toString()).toBe('small')
+      expect(await multipartUploads(store)).toBe(0)
+    })
+
+    it('sends If-Match without quotes (radosgw refuses a quoted ETag with 412)', async () => {
+      const store = newStore()
+      const { etag } = await store.put('claim', Buffer.from('v1'))
+      const sent: unknown[] = []
+      interceptSend(store, async (command, send) => {
+        if (command instanceof PutObjectCommand) sent.push(command.input.IfMatch)
+        return send(command)
+      })
+      await store.put('claim', Buffer.from('v2'), { ifMatch: etag! })
+      expect(sent).toEqual([etag])
+      expect(etag).not.toMatch(/"/)
     })
 
     it('reopens from its URL with credentials passed apart', async () => {

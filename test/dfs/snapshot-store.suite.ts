@@ -8,6 +8,8 @@ import type { SnapshotStore } from '../../src/index.js'
 export interface SuiteCapabilities {
   /** put() honours ifNoneMatch; also checked against store.capabilities. */
   conditionalPut: boolean
+  /** put() honours ifMatch and reports etags; also checked against store.capabilities. */
+  compareAndSwap: boolean
   /** How many keys the pagination test writes; S3 needs more than 1000 to cross a server page. */
   manyKeys: number
 }
@@ -35,6 +37,7 @@ export function snapshotStoreSuite({ name, factory, capabilities }: SnapshotStor
     it('reports its capabilities', async () => {
       const store = await open()
       expect(store.capabilities.conditionalPut).toBe(capabilities.conditionalPut)
+      expect(store.capabilities.compareAndSwap).toBe(capabilities.compareAndSwap)
       expect(typeof store.url).toBe('string')
     })
 
@@ -304,6 +307,81 @@ export function snapshotStoreSuite({ name, factory, capabilities }: SnapshotStor
           if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'TIDEMARK_DFS_OBJECT_EXISTS' })
         }
         expect((await readAll(await store.get('race/epoch-7'))).toString()).toBe(`writer ${won[0]}`)
+      })
+    })
+
+    describe('ifMatch', () => {
+      if (!capabilities.compareAndSwap) {
+        it('is refused with a RangeError by a store without compare-and-swap', async () => {
+          const store = await open()
+          await store.put('claim', Buffer.from('first'))
+          await expect(store.put('claim', Buffer.from('second'), { ifMatch: 'abc' })).rejects.toThrow(RangeError)
+          expect((await readAll(await store.get('claim'))).toString()).toBe('first')
+        })
+        return
+      }
+
+      it('reports the same etag from put and head, a new one for each new content', async () => {
+        const store = await open()
+        const first = await store.put('claim', Buffer.from('{"epoch":1}'))
+        expect(first.etag).toMatch(/^[^"]+$/)
+        expect((await store.head('claim'))?.etag).toBe(first.etag)
+        const second = await store.put('claim', Buffer.from('{"epoch":2}'))
+        expect(second.etag).not.toBe(first.etag)
+        expect((await store.head('claim'))?.etag).toBe(second.etag)
+        const created = await store.put('created', Buffer.from('x'), { ifNoneMatch: true })
+        expect(created.etag).toBe((await store.head('created'))?.etag)
+      })
+
+      it('replaces the object when the etag matches, and returns the new etag', async () => {
+        const store = await open()
+        const { etag } = await store.put('claim', Buffer.from('owner a'), { ifNoneMatch: true })
+        const swapped = await store.put('claim', Buffer.from('owner b'), { ifMatch: etag! })
+        expect(swapped).toMatchObject({ key: 'claim', size: 7 })
+        expect(swapped.etag).not.toBe(etag)
+        expect((await store.head('claim'))?.etag).toBe(swapped.etag)
+        expect((await readAll(await store.get('claim'))).toString()).toBe('owner b')
+        // The new etag is the one to swap against next; streamed bodies work too.
+        await store.put('claim', Readable.from([Buffer.from('owner '), Buffer.from('c')]), { ifMatch: swapped.etag! })
+        expect((await readAll(await store.get('claim'))).toString()).toBe('owner c')
+      })
+
+      it('fails with TIDEMARK_DFS_PRECONDITION_FAILED on another etag or a missing object, storing nothing', async () => {
+        const store = await open()
+        const { etag: old } = await store.put('claim', Buffer.from('version 1'))
+        const { etag: current } = await store.put('claim', Buffer.from('version 2'))
+        const failed = { name: 'TidemarkError', code: 'TIDEMARK_DFS_PRECONDITION_FAILED', retriable: false, details: { key: 'claim' } }
+        await expect(store.put('claim', Buffer.from('stale writer'), { ifMatch: old! })).rejects.toMatchObject(failed)
+        await expect(store.put('claim', Buffer.from('made up'), { ifMatch: '0123456789abcdef0123456789abcdef' })).rejects.toMatchObject(failed)
+        await expect(store.put('missing', Buffer.from('no one'), { ifMatch: current! })).rejects.toMatchObject({ ...failed, details: { key: 'missing' } })
+        expect((await readAll(await store.get('claim'))).toString()).toBe('version 2')
+        expect((await store.head('claim'))?.etag).toBe(current)
+        expect(await listKeys(store, '')).toEqual(['claim'])
+      })
+
+      it('lets exactly one of concurrent swaps against the same etag win', async () => {
+        const store = await open()
+        const { etag } = await store.put('race/owner.json', Buffer.from('epoch 1'), { ifNoneMatch: true })
+        const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => store.put('race/owner.json', Buffer.from(`writer ${i}`), { ifMatch: etag! })))
+        const won = results.flatMap((result, i) => (result.status === 'fulfilled' ? [i] : []))
+        expect(won).toHaveLength(1)
+        for (const result of results) {
+          if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'TIDEMARK_DFS_PRECONDITION_FAILED' })
+        }
+        const winner = results[won[0]!] as PromiseFulfilledResult<{ etag?: string }>
+        expect((await readAll(await store.get('race/owner.json'))).toString()).toBe(`writer ${won[0]}`)
+        expect((await store.head('race/owner.json'))?.etag).toBe(winner.value.etag)
+        expect(await listKeys(store, 'race/')).toEqual(['race/owner.json'])
+      })
+
+      it('refuses malformed ifMatch arguments at the call', async () => {
+        const store = await open()
+        const { etag } = await store.put('claim', Buffer.from('x'))
+        await expect(store.put('claim', Buffer.from('y'), { ifMatch: '' })).rejects.toThrow(TypeError)
+        await expect(store.put('claim', Buffer.from('y'), { ifMatch: 42 as unknown as string })).rejects.toThrow(TypeError)
+        await expect(store.put('claim', Buffer.from('y'), { ifMatch: `"${etag!}"` })).rejects.toThrow(/without quotes/)
+        await expect(store.put('claim', Buffer.from('y'), { ifMatch: etag!, ifNoneMatch: true })).rejects.toThrow(/exclude each other/)
+        expect((await readAll(await store.get('claim'))).toString()).toBe('x')
       })
     })
 
