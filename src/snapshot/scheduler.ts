@@ -100,7 +100,8 @@ export class SnapshotScheduler {
    * checkpoint already covers those positions (it was taken after the call),
    * else a new snapshot is taken: a caller that asks for a snapshot before
    * closing must not get one from before its last commits. Callers that wait
-   * for the same in-flight snapshot share the one that follows it.
+   * for the same in-flight snapshot share the one that follows it; if stop()
+   * was called meanwhile, none is taken and they get undefined.
    */
   trigger(): Promise<SnapshotResult | undefined> {
     const running = this.#running
@@ -111,6 +112,8 @@ export class SnapshotScheduler {
   async #after(running: Promise<SnapshotResult | undefined>, wanted: readonly Position[]): Promise<SnapshotResult | undefined> {
     const result = await running
     if (result !== undefined && covers(result.positions, wanted)) return result
+    // Stopped meanwhile (its partition stopped, say): nothing new starts.
+    if (this.#stopped) return undefined
     // One started since `running` settled began after this call, so it covers it too.
     return this.#running ?? this.#start()
   }

@@ -138,4 +138,30 @@ describe('SnapshotScheduler', () => {
     expect(results).toHaveLength(2)
     expect(maxConcurrent()).toBe(1)
   })
+
+  it('a trigger() waiting for a snapshot in flight takes none once stop() was called', async () => {
+    const { f, scheduler, results } = await setup({ everyBytes: 0, intervalMs: 0 })
+    // Fault-injection style wrap of one call: the first put waits until released.
+    const put = f.dfs.put.bind(f.dfs)
+    let putStarted!: () => void
+    const started = new Promise<void>((resolve) => { putStarted = resolve })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => { release = resolve })
+    f.dfs.put = async (key, body, options) => {
+      f.dfs.put = put
+      putStarted()
+      await released
+      return put(key, body, options)
+    }
+    const first = scheduler.trigger()
+    await started
+    await f.write(0, 100, 2)
+    const waiting = scheduler.trigger()
+    const stopped = scheduler.stop()
+    release()
+    await stopped
+    expect(await first).toBeDefined()
+    expect(await waiting).toBeUndefined()
+    expect(results).toHaveLength(1)
+  })
 })
