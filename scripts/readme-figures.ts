@@ -49,6 +49,7 @@ const block = [
   START,
   `Figures of the last run of \`${String(figures.command ?? 'npm run test:torture')}\` (${String(figures.date ?? '?').slice(0, 10)}, ${String(figures.node ?? '')}, ${num('durationS')} s; scale \`${String(figures.scale)}\`), written by \`npm run readme:reliability\` from \`test/torture/.last-figures.json\`.`,
   '',
+  ...(typeof figures.replay === 'string' ? [`Replay exactly this run with \`${figures.replay}\`.`, ''] : []),
   `Result: **${String(figures.result ?? 'unknown')}**, ${num('testsPassed')} tests passed, ${num('testsFailed')} failed${failedTests.length > 0 ? ` (${failedTests.map((t) => `\`${t}\``).join('; ')})` : ''}. A failed case still counts in the figures below.`,
   '',
   '| what | result | by kind |',

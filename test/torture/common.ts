@@ -24,16 +24,10 @@ export function scaled(ci: number, full: number): number {
   return SCALE === 'ci' ? ci : full
 }
 
-/** One seed per run; each file derives its own stream from it and its name. */
-export const SEED: number = (() => {
-  const given = process.env.TORTURE_SEED
-  if (given !== undefined && given !== '') {
-    const n = Number(given)
-    if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`TORTURE_SEED must be a non-negative integer, got ${JSON.stringify(given)}`)
-    return n >>> 0
-  }
-  return Math.floor(Math.random() * 2 ** 32) >>> 0
-})()
+/** One seed per run (test/torture/figures-setup.ts picks it, or TORTURE_SEED); each file derives its streams from it and their names. */
+export function seed(): number {
+  return inject('tortureSeed')
+}
 
 export interface Rng {
   /** [0, 1) */
@@ -46,6 +40,7 @@ export interface Rng {
 
 /** mulberry32: small, fast and good enough to pick test cases. */
 export function rng(name: string): Rng {
+  const SEED = seed()
   let state = (SEED ^ hash(name)) >>> 0
   const next = (): number => {
     state = (state + 0x6d2b79f5) >>> 0
@@ -67,6 +62,12 @@ function hash(text: string): number {
   let h = 2166136261
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619)
   return h >>> 0
+}
+
+/** A time bound for a loop: true once `ms` have passed. */
+export function deadline(ms: number): () => boolean {
+  const end = performance.now() + ms
+  return () => performance.now() > end
 }
 
 export type Figures = Record<string, number | Record<string, number>>

@@ -12,7 +12,7 @@ import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
 import { addSale, fold, readTotals, saleAt, TOPIC, totals, type Sale } from '../runtime/fixtures/totals.js'
 import { levelDigest, openKvStore, range, storeDigest, writeKeys } from '../snapshot/helpers.js'
-import { recordFigures, rng, scaled } from './common.js'
+import { deadline, recordFigures, rng, scaled } from './common.js'
 
 const ROUNDS = scaled(2, 6)
 const figures = { diskFullCases: 0, diskFullInjected: 0, diskFullErrors: {} as Record<string, number> }
@@ -46,7 +46,8 @@ describe('disk full', () => {
     try {
       const events = 20_000
       await Promise.all(Array.from({ length: events }, (_, i) => log.append(Buffer.from(JSON.stringify(saleAt(i))))))
-      for (let round = 0; round < ROUNDS; round++) {
+      const expired = deadline(120_000)
+      for (let round = 0; round < ROUNDS && !expired(); round++) {
         const processor = new PartitionProcessor<Sale>({ job: 'job', topic: TOPIC, partition: 0, log, path: join(dir, 'store'), states: [totals], handler: addSale, batchSize: 500 })
         const started = await processor.start()
         // An independent fold up to the position: nothing committed was lost.
@@ -90,7 +91,8 @@ describe('disk full', () => {
       const snapshotter = new Snapshotter({ snapshotStore: dfs, partitionStore: store, job: 'job', partition: 0 })
       let offset = (await writeKeys(store, range(0, 5000), 1, 0n, 1000)) + 1n
       const first = await snapshotter.takeSnapshot()
-      for (let round = 0; round < ROUNDS; round++) {
+      const expired = deadline(120_000)
+      for (let round = 0; round < ROUNDS && !expired(); round++) {
         offset = (await writeKeys(store, range(round * 100, round * 100 + 2000), round + 2, offset, 500)) + 1n
         enospc.set((op, path) => op === 'copyFile' && path.startsWith(`${store.path}.checkpoints${sep}`))
         const injected = enospc.injected

@@ -11,6 +11,7 @@ import type { TestProject } from 'vitest/node'
 declare module 'vitest' {
   export interface ProvidedContext {
     tortureFigureParts: string
+    tortureSeed: number
   }
 }
 
@@ -22,6 +23,9 @@ type Figures = Record<string, number | string | string[] | Record<string, number
 export default function setup(project: TestProject): () => void {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-torture-figures-'))
   project.provide('tortureFigureParts', dir)
+  // One seed for the run, so that TORTURE_SEED=<seed> replays all of it.
+  const seed = seedOf(process.env.TORTURE_SEED)
+  project.provide('tortureSeed', seed)
   // For figures-reporter.ts, which runs in this process.
   process.env.TORTURE_FIGURE_PARTS = dir
   const started = Date.now()
@@ -36,13 +40,14 @@ export default function setup(project: TestProject): () => void {
     const figures = {
       suite: 'torture',
       scale: process.env.TORTURE_SCALE ?? 'full',
-      seed: process.env.TORTURE_SEED ?? 'per file, printed',
+      seed,
       parts: [...new Set(files)],
       ...total,
       durationS: Math.round((Date.now() - started) / 1000),
       date: new Date().toISOString(),
       node: process.version,
       command: `TORTURE_SCALE=${process.env.TORTURE_SCALE ?? 'full'} npm run test:torture`,
+      replay: `TORTURE_SEED=${seed} TORTURE_SCALE=${process.env.TORTURE_SCALE ?? 'full'} npm run test:torture`,
     }
     const line = JSON.stringify(figures)
     console.log(line)
@@ -63,4 +68,11 @@ function add(total: Figures, part: Figures): void {
       for (const [k, v] of Object.entries(value)) map[k] = (map[k] ?? 0) + v
     }
   }
+}
+
+function seedOf(given: string | undefined): number {
+  if (given === undefined || given === '') return Math.floor(Math.random() * 2 ** 32) >>> 0
+  const n = Number(given)
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`TORTURE_SEED must be a non-negative integer, got ${JSON.stringify(given)}`)
+  return n >>> 0
 }

@@ -13,7 +13,7 @@ import { restoreSnapshot, Snapshotter, type PartitionStore } from '../../src/ind
 import { levelDigest, openKvStore, range, storeDigest, writeKeys } from '../snapshot/helpers.js'
 import { s3Service } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { count, makeBucket, recordFigures, rng, s3Store, scaled } from './common.js'
+import { count, deadline, makeBucket, recordFigures, rng, s3Store, scaled } from './common.js'
 import { startFaultProxy, type Fault, type FaultProxy } from './s3-fault-proxy.js'
 
 const ROUNDS = scaled(10, 60)
@@ -53,7 +53,9 @@ describe('S3 faults', () => {
       // Light rounds the retries absorb; heavy ones that exhaust them.
       let rate = 0
       const faults = (): Fault => (r.chance(rate) ? r.pick(kinds) : 'none')
-      for (let round = 0; round < ROUNDS; round++) {
+      const expired = deadline(scaled(90_000, 900_000))
+      let round = 0
+      for (; round < ROUNDS && !expired(); round++) {
         rate = r.pick([0.1, 0.3, 0.6])
         const from = r.int(0, KEYS_PER_ROUND * 3)
         offset = (await writeKeys(store, range(from, from + KEYS_PER_ROUND), round + 2, offset, 1000)) + 1n
@@ -101,6 +103,8 @@ describe('S3 faults', () => {
         }
       }
 
+      console.log(`[torture] s3 faults: ${round} of ${ROUNDS} rounds within the time bound`)
+      expect(round, 'rounds done within the time bound').toBeGreaterThanOrEqual(Math.min(ROUNDS, 3))
       // With the faults gone, the newest snapshot restores exactly.
       proxy.setDecide(() => 'none')
       const latest = await snapshotter.takeSnapshot()
