@@ -97,6 +97,34 @@ describe('PartitionProcessor start: manifests that do not verify', () => {
     await log.close()
   })
 
+  it('junk older than the snapshot restored, which the restore never reads, is reported by start() too', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 600)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const first = processor(join(dir, 'a'), log, snapshots)
+    await first.start()
+    await first.catchUp({ end: 300n })
+    await first.snapshot()
+    await first.close()
+    const second = processor(join(dir, 'b'), log, snapshots)
+    expect((await second.start()).epoch).toBe(1)
+    await second.catchUp()
+    const newest = await second.snapshot()
+    await second.close()
+    const junk = `${manifests}0000000000-000000000005.json`
+    await snapshots.put(junk, Buffer.from('junk'))
+
+    const third = processor(join(dir, 'c'), log, snapshots)
+    const events: RestoreEvent[] = []
+    third.on('restore', (e) => events.push(e))
+    const started = await third.start()
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: newest!.id, epoch: 2, offset: 599n })
+    expect(started.skipped).toMatchObject([{ key: junk, id: '0000000000-000000000005', reason: 'manifest-unreadable' }])
+    expect(events.filter((e) => e.type === 'snapshot-skipped')).toMatchObject([{ skipped: { key: junk } }])
+    await third.close()
+    await log.close()
+  })
+
   it('a manifest that verifies at the largest epoch fails start() with TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED, not a RangeError', async () => {
     const dir = tempDir()
     const log = await filledLog(join(dir, 'log'), 200)
