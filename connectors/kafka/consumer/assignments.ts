@@ -1,0 +1,125 @@
+import { partitionKey, type PartitionClosed, type PartitionStarted, type PartitionTask, type TopicPartition } from './partition-task.js'
+
+/** What the assignment handler does to the consumer and tells its owner. */
+export interface AssignmentHooks<V> {
+  createTask(tp: TopicPartition): PartitionTask<V>
+  pause(tp: TopicPartition): void
+  resume(tp: TopicPartition): void
+  seek(tp: TopicPartition, offset: bigint): void
+  started(info: PartitionStarted): void
+  failed(tp: TopicPartition, error: unknown): void
+  closed(info: PartitionClosed): void
+}
+
+interface Entry<V> {
+  tp: TopicPartition
+  task: PartitionTask<V>
+  /** Settles when the task has started (or failed to). */
+  ready: Promise<void>
+}
+
+/**
+ * Turns the group's assignments into partition tasks (Kafka Streams' task
+ * manager). kafkajs reports each assignment after the rejoin (GROUP_JOIN)
+ * and nothing before it, so revocations are the difference from the
+ * previous assignment. This runs synchronously inside that event, before the
+ * consumer's first fetch of the new generation: new partitions are paused
+ * there, and stay paused until their state is restored and they are seeked
+ * to the store's position + 1.
+ */
+export class AssignmentHandler<V> {
+  readonly #hooks: AssignmentHooks<V>
+  readonly #handoff: boolean
+  readonly #current = new Map<string, Entry<V>>()
+  /** Tasks being closed, by key: a partition assigned again waits for its previous task to let go of the store. */
+  readonly #closing = new Map<string, Promise<void>>()
+  #stopped = false
+
+  constructor(hooks: AssignmentHooks<V>, options: { handoff: boolean }) {
+    this.#hooks = hooks
+    this.#handoff = options.handoff
+  }
+
+  /** Applies an assignment; returns what changed. */
+  assign(assignment: readonly TopicPartition[]): { assigned: TopicPartition[]; revoked: TopicPartition[] } {
+    const wanted = new Map(assignment.map((tp) => [partitionKey(tp), tp]))
+    const revoked: TopicPartition[] = []
+    for (const [key, entry] of this.#current) {
+      if (wanted.has(key)) continue
+      this.#current.delete(key)
+      revoked.push(entry.tp)
+      this.#close(entry, 'revoked')
+    }
+    const assigned: TopicPartition[] = []
+    for (const [key, tp] of wanted) {
+      const entry = this.#current.get(key)
+      if (entry !== undefined) {
+        // Kept across the rebalance. kafkajs starts the new generation at the
+        // group's committed offsets; the store's position is the truth, so
+        // a running partition is seeked to it, and one that is not running
+        // (restoring, failed) stays paused (a restarted kafkajs consumer
+        // forgot its pauses).
+        if (entry.task.state === 'running') this.#hooks.seek(tp, entry.task.nextOffset)
+        else this.#hooks.pause(tp)
+        continue
+      }
+      this.#hooks.pause(tp)
+      if (this.#stopped) continue
+      assigned.push(tp)
+      const task = this.#hooks.createTask(tp)
+      const previous = this.#closing.get(key)
+      const ready = (async () => {
+        await previous
+        const info = await task.start()
+        // Revoked while it started: the close that follows ends it.
+        if (this.#current.get(key)?.task !== task) return
+        this.#hooks.seek(tp, info.fetchFrom)
+        this.#hooks.resume(tp)
+        this.#hooks.started(info)
+      })().catch((error: unknown) => this.#hooks.failed(tp, error))
+      this.#current.set(key, { tp, task, ready })
+    }
+    return { assigned, revoked }
+  }
+
+  /** The task of a partition that is running here, if any. */
+  running(topic: string, partition: number): PartitionTask<V> | undefined {
+    const task = this.#current.get(partitionKey({ topic, partition }))?.task
+    return task?.state === 'running' ? task : undefined
+  }
+
+  tasks(): PartitionTask<V>[] {
+    return [...this.#current.values()].map((e) => e.task)
+  }
+
+  /** Closes every task (hand-off snapshots in parallel, each bounded), and assigns nothing after. */
+  async closeAll(): Promise<PartitionClosed[]> {
+    this.#stopped = true
+    const entries = [...this.#current.values()]
+    this.#current.clear()
+    return (await Promise.all(entries.map((e) => this.#close(e, 'shutdown')))).filter((r): r is PartitionClosed => r !== undefined)
+  }
+
+  /** Settles when every task's store is closed. */
+  async drained(): Promise<void> {
+    while (this.#closing.size > 0) await Promise.all([...this.#closing.values()])
+  }
+
+  #close(entry: Entry<V>, reason: 'revoked' | 'shutdown'): Promise<PartitionClosed | undefined> {
+    const key = partitionKey(entry.tp)
+    const result = (async () => {
+      await entry.ready
+      const closed = await entry.task.close(reason, { handoff: this.#handoff })
+      this.#hooks.closed(closed)
+      return closed
+    })()
+    const done = result.then(() => entry.task.whenClosed(), () => entry.task.whenClosed()).finally(() => {
+      if (this.#closing.get(key) === done) this.#closing.delete(key)
+    })
+    this.#closing.set(key, done)
+    return result.catch((error: unknown) => {
+      this.#hooks.failed(entry.tp, error)
+      return undefined
+    })
+  }
+}

@@ -1,0 +1,223 @@
+import type { IHeaders, KafkaConfig } from 'kafkajs'
+import type { SnapshotStore } from '../../../src/dfs/snapshot-store.js'
+import { describe } from '../../../src/log/revisioned-log.js'
+import { jsonCodec, type Codec } from '../../../src/store/codec.js'
+import type { PartitionStoreOptions } from '../../../src/store/partition-store.js'
+import type { StateDefinition } from '../../../src/store/state.js'
+import type { Transaction } from '../../../src/store/transaction.js'
+import type { SnapshotSchedulerOptions } from '../../../src/snapshot/scheduler.js'
+import type { SnapshotterOptions } from '../../../src/snapshot/snapshotter.js'
+
+/** One Kafka record as the handler sees it. */
+export interface ConsumerRecord<V> {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: bigint
+  /** The key as UTF-8 text, or null. `rawKey` has its bytes. */
+  readonly key: string | null
+  readonly rawKey: Buffer | null
+  /** The value decoded by the codec; null for a tombstone (a record without a value). */
+  readonly value: V | null
+  readonly headers: IHeaders
+  /** The record's timestamp, milliseconds since the epoch. */
+  readonly timestamp: number
+}
+
+/**
+ * Applies one record to the state. It runs inside the batch's transaction
+ * and must change state only through `tx`: the batch commits its records'
+ * effects with the offset of its last record, or none of them. After a crash
+ * or a rebalance it may run again for a record whose batch was not committed,
+ * so it must not have side effects outside `tx`.
+ */
+export type RecordHandler<V> = (tx: Transaction, record: ConsumerRecord<V>) => void | Promise<void>
+
+/** What a record whose value the codec cannot decode does. */
+export type DecodeErrorPolicy = 'stop' | 'skip' | { deadLetter: string }
+
+export interface ConsumerSnapshotSettings
+  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes'> {
+  /** Where snapshots go and come from. */
+  store: SnapshotStore
+  /** When to snapshot each partition (time, events, bytes committed since its last one). */
+  schedule?: Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>
+}
+
+export interface StatefulConsumerOptions<V = unknown> {
+  /** Namespace of the job's snapshots; also the default consumer group id (`tidemark-<job>`). */
+  job: string
+  /** Bootstrap brokers, `host:port`. */
+  brokers: string[]
+  /** Topics to consume; every partition of them the group assigns to this member is processed. */
+  topics: string[]
+  /** The group; every process of the job uses the same one. Default `tidemark-<job>`. */
+  groupId?: string
+  clientId?: string
+  /** Local partition stores live in `<stateDir>/<topic>-<partition>`. */
+  stateDir: string
+  states: readonly StateDefinition[]
+  handler: RecordHandler<V>
+  /** Decodes record values. JSON by default. */
+  codec?: Codec<V>
+  /** Most records per commit; a fetched batch larger than this commits in several. Default 1000. */
+  batchSize?: number
+  /** Partitions processed at once (kafkajs partitionsConsumedConcurrently). Default 4. */
+  concurrency?: number
+  /** Incremental snapshots of every partition; without them only the local stores survive, and a partition that moves is rebuilt from the log. */
+  snapshots?: ConsumerSnapshotSettings
+  /**
+   * On revocation and on close(): a snapshot of each partition handed off,
+   * so that the next owner restores it instead of replaying. `timeoutMs`
+   * bounds the wait for it; a snapshot still uploading then finishes in the
+   * background (or not at all if the process exits), and the next owner
+   * replays from the snapshot before. Default { snapshot: true, timeoutMs: 30000 } when snapshots are on.
+   */
+  handoff?: { snapshot?: boolean; timeoutMs?: number }
+  /**
+   * Where a partition without state starts (no local store, no snapshot):
+   * 'earliest' (the default) folds the partition from the first record the
+   * log still holds; 'latest' starts at the group's committed offset when it
+   * has one, else at the end of the log (state then covers only what follows).
+   */
+  startFrom?: 'earliest' | 'latest'
+  /**
+   * A partition whose state ends before the first record the log still
+   * holds (retention deleted what lies between): 'fail' (the default) stops
+   * the partition with TIDEMARK_POSITION_TRUNCATED; 'reset-to-earliest'
+   * discards its state and folds it again from the log's first record.
+   */
+  onTruncated?: 'fail' | 'reset-to-earliest'
+  /** A record the codec cannot decode: stop the partition (default), skip it, or produce it to a dead-letter topic and go on. */
+  onDecodeError?: DecodeErrorPolicy
+  /** Download concurrency of a restore. */
+  downloadConcurrency?: number
+  /** Options of the partition stores. */
+  store?: Omit<PartitionStoreOptions, 'path' | 'states'>
+  /** Passed to kafkajs's consumer: session and rebalance timeouts, heartbeat, fetch sizes and wait. */
+  consumer?: {
+    sessionTimeout?: number
+    rebalanceTimeout?: number
+    heartbeatInterval?: number
+    maxWaitTimeInMs?: number
+    maxBytesPerPartition?: number
+  }
+  /** Passed to kafkajs as is: ssl, sasl, connectionTimeout, requestTimeout, retry, logLevel, logCreator, socketFactory. Logging is off unless set. */
+  kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
+}
+
+export const CONSUMER_DEFAULTS = Object.freeze({
+  batchSize: 1000,
+  concurrency: 4,
+  handoffTimeoutMs: 30_000,
+  startFrom: 'earliest' as const,
+  onTruncated: 'fail' as const,
+  onDecodeError: 'stop' as const,
+  clientId: 'tidemark',
+})
+
+export interface ResolvedConsumerOptions<V> {
+  readonly job: string
+  readonly brokers: readonly string[]
+  readonly topics: readonly string[]
+  readonly groupId: string
+  readonly clientId: string
+  readonly stateDir: string
+  readonly states: readonly StateDefinition[]
+  readonly handler: RecordHandler<V>
+  readonly codec: Codec<V>
+  readonly batchSize: number
+  readonly concurrency: number
+  readonly snapshots: ConsumerSnapshotSettings | undefined
+  readonly handoff: { readonly snapshot: boolean; readonly timeoutMs: number }
+  readonly startFrom: 'earliest' | 'latest'
+  readonly onTruncated: 'fail' | 'reset-to-earliest'
+  readonly onDecodeError: DecodeErrorPolicy
+  readonly downloadConcurrency: number | undefined
+  readonly store: Omit<PartitionStoreOptions, 'path' | 'states'>
+  readonly consumer: NonNullable<StatefulConsumerOptions['consumer']>
+  readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'>
+}
+
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
+const KNOWN = new Set([
+  'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
+  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka',
+])
+
+/** Checks the options once, naming the field that is wrong. */
+export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): ResolvedConsumerOptions<V> {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`StatefulConsumer options must be an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) if (!KNOWN.has(key)) throw new TypeError(`options.${key} is not an option of StatefulConsumer`)
+  if (typeof options.job !== 'string' || options.job === '' || options.job.includes('/')) throw new TypeError(`options.job must be a non-empty string without '/', got ${describe(options.job)}`)
+  const { brokers, topics } = options
+  if (!Array.isArray(brokers) || brokers.length === 0 || !brokers.every((b) => typeof b === 'string' && /^[^\s:]+:\d+$/.test(b))) {
+    throw new TypeError(`options.brokers must be a non-empty array of 'host:port' strings, got ${JSON.stringify(brokers)}`)
+  }
+  if (!Array.isArray(topics) || topics.length === 0 || !topics.every((t) => typeof t === 'string' && TOPIC.test(t) && t !== '.' && t !== '..')) {
+    throw new TypeError(`options.topics must be a non-empty array of Kafka topic names, got ${JSON.stringify(topics)}`)
+  }
+  if (typeof options.stateDir !== 'string' || options.stateDir === '') throw new TypeError(`options.stateDir must be a non-empty path, got ${describe(options.stateDir)}`)
+  if (!Array.isArray(options.states)) throw new TypeError('options.states must be an array of state definitions')
+  if (typeof options.handler !== 'function') throw new TypeError('options.handler must be a function (tx, record) => void')
+  const codec = options.codec ?? jsonCodec<V>()
+  if (typeof codec?.decode !== 'function') throw new TypeError('options.codec must be a codec with decode(bytes)')
+  const groupId = options.groupId ?? `tidemark-${options.job}`
+  if (typeof groupId !== 'string' || groupId === '') throw new TypeError(`options.groupId must be a non-empty string, got ${describe(groupId)}`)
+  const clientId = options.clientId ?? CONSUMER_DEFAULTS.clientId
+  if (typeof clientId !== 'string' || clientId === '') throw new TypeError(`options.clientId must be a non-empty string, got ${describe(clientId)}`)
+  const batchSize = integer(options.batchSize ?? CONSUMER_DEFAULTS.batchSize, 'options.batchSize', 1, 1_000_000)
+  const concurrency = integer(options.concurrency ?? CONSUMER_DEFAULTS.concurrency, 'options.concurrency', 1, 1024)
+  if (options.snapshots !== undefined && typeof options.snapshots?.store?.put !== 'function') throw new TypeError('options.snapshots.store must be a SnapshotStore')
+  const handoff = options.handoff ?? {}
+  if (typeof handoff !== 'object' || handoff === null) throw new TypeError(`options.handoff must be an object, got ${describe(handoff)}`)
+  const handoffSnapshot = handoff.snapshot ?? options.snapshots !== undefined
+  if (typeof handoffSnapshot !== 'boolean') throw new TypeError(`options.handoff.snapshot must be a boolean, got ${describe(handoffSnapshot)}`)
+  if (handoffSnapshot && options.snapshots === undefined) throw new TypeError('options.handoff.snapshot needs options.snapshots (where would the snapshot go?)')
+  const timeoutMs = integer(handoff.timeoutMs ?? CONSUMER_DEFAULTS.handoffTimeoutMs, 'options.handoff.timeoutMs', 0, 2 ** 31 - 1)
+  const startFrom = options.startFrom ?? CONSUMER_DEFAULTS.startFrom
+  if (startFrom !== 'earliest' && startFrom !== 'latest') throw new TypeError(`options.startFrom must be 'earliest' or 'latest', got ${describe(startFrom)}`)
+  const onTruncated = options.onTruncated ?? CONSUMER_DEFAULTS.onTruncated
+  if (onTruncated !== 'fail' && onTruncated !== 'reset-to-earliest') throw new TypeError(`options.onTruncated must be 'fail' or 'reset-to-earliest', got ${describe(onTruncated)}`)
+  const onDecodeError = options.onDecodeError ?? CONSUMER_DEFAULTS.onDecodeError
+  if (onDecodeError !== 'stop' && onDecodeError !== 'skip') {
+    const topic = (onDecodeError as { deadLetter?: unknown } | null)?.deadLetter
+    if (typeof topic !== 'string' || !TOPIC.test(topic)) {
+      throw new TypeError(`options.onDecodeError must be 'stop', 'skip' or { deadLetter: '<topic>' }, got ${JSON.stringify(onDecodeError)}`)
+    }
+    if (topics.includes(topic)) throw new RangeError(`options.onDecodeError.deadLetter (${topic}) must not be one of the topics consumed`)
+  }
+  const downloadConcurrency = options.downloadConcurrency === undefined ? undefined : integer(options.downloadConcurrency, 'options.downloadConcurrency', 1, 64)
+  const consumer = options.consumer ?? {}
+  if (typeof consumer !== 'object' || consumer === null) throw new TypeError(`options.consumer must be an object, got ${describe(consumer)}`)
+  for (const [key, value] of Object.entries(consumer)) if (value !== undefined) integer(value, `options.consumer.${key}`, 1, 2 ** 31 - 1)
+  const kafka = options.kafka ?? {}
+  if (typeof kafka !== 'object' || kafka === null) throw new TypeError(`options.kafka must be an object of kafkajs options, got ${describe(kafka)}`)
+  return Object.freeze({
+    job: options.job,
+    brokers: Object.freeze([...brokers]),
+    topics: Object.freeze([...new Set(topics)]),
+    groupId,
+    clientId,
+    stateDir: options.stateDir,
+    states: options.states,
+    handler: options.handler,
+    codec,
+    batchSize,
+    concurrency,
+    snapshots: options.snapshots,
+    handoff: Object.freeze({ snapshot: handoffSnapshot, timeoutMs }),
+    startFrom,
+    onTruncated,
+    onDecodeError,
+    downloadConcurrency,
+    store: options.store ?? {},
+    consumer,
+    kafka,
+  })
+}
+
+function integer(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
+  return value
+}

@@ -1,0 +1,413 @@
+import { mkdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { KafkaMessage } from 'kafkajs'
+import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
+import { decodeFailed } from '../../../src/store/codec.js'
+import { PartitionStore } from '../../../src/store/partition-store.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../../../src/snapshot/restore.js'
+import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
+import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
+import type { ConsumerRecord, ResolvedConsumerOptions } from './options.js'
+import { acquireOwnership, type PartitionOwnership } from './ownership.js'
+
+export interface TopicPartition {
+  topic: string
+  partition: number
+}
+
+/** A record that could not be decoded, on its way to the dead-letter topic. */
+export interface DeadLetter extends TopicPartition {
+  offset: bigint
+  message: KafkaMessage
+  error: unknown
+}
+
+/** Where a partition's processing begins after its assignment. */
+export interface PartitionStarted extends TopicPartition {
+  /** Where its state came from. */
+  source: 'local' | 'snapshot' | 'empty' | 'reset'
+  snapshot?: string
+  /** The store's position: the last record its state holds, or undefined for none. */
+  position: bigint | undefined
+  /** The first offset fetched. */
+  fetchFrom: bigint
+  epoch: number
+  bytesDownloaded: number
+  restoreMs: number
+}
+
+export interface PartitionCounts {
+  /** Records applied by the handler and committed. */
+  applied: number
+  skipped: number
+  deadLettered: number
+}
+
+export interface PartitionClosed extends TopicPartition {
+  reason: 'revoked' | 'shutdown' | 'failed'
+  position: bigint | undefined
+  counts: PartitionCounts
+  /** The hand-off snapshot, when one was taken in time. */
+  handoff?: SnapshotResult
+  /** The hand-off snapshot did not finish within handoff.timeoutMs (it goes on in the background) or failed. */
+  handoffFailed?: 'timeout' | 'failed'
+  handoffMs: number
+}
+
+/** What a task needs from the consumer it runs in. */
+export interface TaskServices {
+  watermarks(topic: string, partition: number): Promise<{ low: bigint; high: bigint }>
+  groupOffset(topic: string, partition: number): Promise<bigint | undefined>
+  deadLetter(records: DeadLetter[]): Promise<void>
+  events: {
+    restore(tp: TopicPartition, event: RestoreEvent): void
+    snapshot(tp: TopicPartition, result: SnapshotResult): void
+    snapshotFailed(tp: TopicPartition, error: unknown): void
+    snapshotter(tp: TopicPartition, event: SnapshotterEvent): void
+    commit(tp: TopicPartition, batch: { events: number; offset: bigint }): void
+    skipped(tp: TopicPartition, record: { offset: bigint; action: 'skip' | 'dead-letter'; error: unknown }): void
+    truncated(tp: TopicPartition, info: { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }): void
+  }
+}
+
+export type TaskState = 'new' | 'starting' | 'running' | 'closing' | 'closed' | 'failed'
+
+/** The key of a partition in snapshot stores and state directories: unambiguous, since partitions are digits. */
+export function partitionKey(tp: TopicPartition): string {
+  return `${tp.topic}-${tp.partition}`
+}
+
+/**
+ * One assigned partition (Kafka Streams' task): its partition store, its
+ * snapshots, and the application of fetched records to it. Records are
+ * handed in by the consumer loop; the task commits their state changes with
+ * the offset of the last one in one LevelDB batch, so its store's position
+ * is the truth about what it applied, whatever the group's offsets say.
+ */
+export class PartitionTask<V> {
+  readonly topic: string
+  readonly partition: number
+  readonly key: string
+  readonly path: string
+  readonly counts: PartitionCounts = { applied: 0, skipped: 0, deadLettered: 0 }
+  #state: TaskState = 'new'
+  #fetchFrom = 0n
+  readonly #o: ResolvedConsumerOptions<V>
+  readonly #services: TaskServices
+  #store: PartitionStore | undefined
+  #snapshotter: Snapshotter | undefined
+  #scheduler: SnapshotScheduler | undefined
+  #ownership: PartitionOwnership | undefined
+  /** The batch being applied: close() waits for it. */
+  #busy: Promise<unknown> | undefined
+  #failure: unknown
+  /** Settles when the store is closed (after a hand-off snapshot that outlived its timeout, too). */
+  #closed: Promise<void> | undefined
+
+  constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices) {
+    this.topic = tp.topic
+    this.partition = tp.partition
+    this.key = partitionKey(tp)
+    this.path = join(options.stateDir, this.key)
+    this.#o = options
+    this.#services = services
+  }
+
+  get state(): TaskState {
+    return this.#state
+  }
+
+  /** The next offset to fetch: after the store's position, or where the task started. */
+  get nextOffset(): bigint {
+    const position = this.position
+    return position === undefined ? this.#fetchFrom : position + 1n
+  }
+
+  get failure(): unknown {
+    return this.#failure
+  }
+
+  /** The store's position: the offset of the last record its state holds. */
+  get position(): bigint | undefined {
+    return this.#store?.position(this.topic, this.partition)
+  }
+
+  /** The partition store; available while the task runs (for reads, tests and tools). */
+  get store(): PartitionStore | undefined {
+    return this.#store
+  }
+
+  /**
+   * Restores the state (local store if intact and not behind the newest
+   * snapshot, else the newest usable snapshot, else empty) and resolves with
+   * the offset to fetch from.
+   */
+  async start(): Promise<PartitionStarted> {
+    if (this.#state !== 'new') throw new Error(`task ${this.key} was already started`)
+    this.#state = 'starting'
+    const t0 = performance.now()
+    const o = this.#o
+    const tp = { topic: this.topic, partition: this.partition }
+    try {
+      const snapshots = o.snapshots
+      this.#ownership = await acquireOwnership(snapshots?.store, o.job, this.key)
+      let restored: RestoreResult | undefined
+      if (snapshots !== undefined) {
+        restored = await restoreSnapshot({
+          snapshotStore: snapshots.store,
+          job: o.job,
+          partition: this.key,
+          target: this.path,
+          allowEmpty: true,
+          ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
+          onEvent: (event) => this.#services.events.restore(tp, event),
+        })
+      } else {
+        await mkdir(o.stateDir, { recursive: true })
+      }
+      this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: o.states })
+      let source: PartitionStarted['source'] = restored?.source ?? (this.position === undefined ? 'empty' : 'local')
+      const { low, high } = await this.#services.watermarks(this.topic, this.partition)
+      let fetchFrom: bigint
+      const position = this.position
+      if (position !== undefined) {
+        fetchFrom = position + 1n
+        if (fetchFrom < low) {
+          this.#services.events.truncated(tp, { position, logStart: low, action: o.onTruncated })
+          if (o.onTruncated === 'fail') {
+            throw new TidemarkError(
+              'TIDEMARK_POSITION_TRUNCATED',
+              `partition ${this.topic}/${this.partition}: its state ends at offset ${position}, but the log starts at ${low} (retention deleted the records between); set onTruncated: 'reset-to-earliest' to discard the state and fold the partition again from offset ${low}`,
+              { details: { topic: this.topic, partition: this.partition, position, logStart: low } },
+            )
+          }
+          // A rebuild on purpose: the state from before the gap cannot be
+          // brought forward, so it starts again from what the log still holds.
+          await this.#store.close()
+          this.#store = undefined
+          await rm(this.path, { recursive: true, force: true })
+          this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: o.states })
+          source = 'reset'
+          fetchFrom = low
+        }
+      } else if (o.startFrom === 'earliest') {
+        fetchFrom = low
+      } else {
+        fetchFrom = (await this.#services.groupOffset(this.topic, this.partition)) ?? high
+      }
+      if (snapshots !== undefined) {
+        const { store, schedule, ...rest } = snapshots
+        this.#snapshotter = new Snapshotter({
+          ...rest,
+          snapshotStore: store,
+          partitionStore: this.#store,
+          job: o.job,
+          partition: this.key,
+          epoch: this.#ownership.epoch,
+          onEvent: (event) => this.#services.events.snapshotter(tp, event),
+        })
+        this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
+          ...schedule,
+          onSnapshot: (result) => this.#services.events.snapshot(tp, result),
+          onError: (error) => this.#snapshotFailed(error),
+        })
+        this.#scheduler.start()
+      }
+      this.#fetchFrom = fetchFrom
+      if (this.#state !== 'starting') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.topic}/${this.partition} was closed while it started`)
+      this.#state = 'running'
+      return {
+        ...tp,
+        source,
+        ...(restored?.snapshot === undefined ? {} : { snapshot: restored.snapshot.id }),
+        position: this.position,
+        fetchFrom,
+        epoch: this.#ownership.epoch,
+        bytesDownloaded: restored?.bytesDownloaded ?? 0,
+        restoreMs: performance.now() - t0,
+      }
+    } catch (err) {
+      this.#failure ??= err
+      this.#state = 'failed'
+      await this.#shutdown().catch(() => undefined)
+      throw err
+    }
+  }
+
+  /**
+   * Applies the records after the store's position (earlier ones are already
+   * in the state: a redelivery after a rebalance or a seek), committing every
+   * batchSize records. Resolves with the offset of the last record committed,
+   * or undefined when nothing was new. A failure stops the partition (the
+   * task is closed, nothing of the failed batch committed) and rejects.
+   */
+  apply(messages: readonly KafkaMessage[]): Promise<bigint | undefined> {
+    if (this.#state !== 'running') return Promise.resolve(undefined)
+    const run = this.#apply(messages)
+    this.#busy = run.catch(() => undefined)
+    return run
+  }
+
+  async #apply(messages: readonly KafkaMessage[]): Promise<bigint | undefined> {
+    const store = this.#store!
+    const { batchSize, handler, codec, onDecodeError } = this.#o
+    const tp = { topic: this.topic, partition: this.partition }
+    let position = this.position ?? -1n
+    let last: bigint | undefined
+    let i = 0
+    try {
+      while (i < messages.length && this.#state === 'running') {
+        const tx = store.transaction()
+        const deadLetters: DeadLetter[] = []
+        const skipped: Array<{ offset: bigint; error: unknown }> = []
+        let events = 0
+        let bytes = 0
+        let end = -1n
+        const release = store.tryHold() ?? await store.hold()
+        try {
+          for (; i < messages.length && events < batchSize; i++) {
+            const message = messages[i]!
+            const offset = BigInt(message.offset)
+            if (offset <= position) continue
+            let value: V | null = null
+            if (message.value !== null) {
+              try {
+                value = codec.decode(message.value)
+              } catch (cause) {
+                if (onDecodeError === 'stop') {
+                  throw decodeFailed(codec, `record ${this.topic}/${this.partition}@${offset}`, message.value.byteLength, cause, { ...tp, offset })
+                }
+                if (onDecodeError === 'skip') skipped.push({ offset, error: cause })
+                else deadLetters.push({ ...tp, offset, message, error: cause })
+                end = offset
+                events++
+                continue
+              }
+            }
+            const record: ConsumerRecord<V> = {
+              ...tp,
+              offset,
+              key: message.key === null ? null : message.key.toString('utf8'),
+              rawKey: message.key,
+              value,
+              headers: message.headers ?? {},
+              timestamp: Number(message.timestamp),
+            }
+            try {
+              const done = handler(tx, record)
+              if (done !== undefined) await done
+            } catch (cause) {
+              if (cause instanceof TidemarkError) throw cause
+              throw new TidemarkError(
+                'TIDEMARK_HANDLER_FAILED',
+                `the handler failed on ${this.topic}/${this.partition}@${offset}: ${(cause as Error)?.message ?? cause}; nothing of its batch was committed`,
+                { cause, details: { ...tp, offset } },
+              )
+            }
+            end = offset
+            events++
+            bytes += message.value?.byteLength ?? 0
+          }
+        } catch (err) {
+          tx.abort()
+          throw err
+        } finally {
+          release()
+        }
+        if (events === 0) {
+          tx.abort()
+          continue
+        }
+        // Dead letters are produced before the commit that moves past them:
+        // a crash between the two produces them again (at least once).
+        if (deadLetters.length > 0) await this.#services.deadLetter(deadLetters)
+        await tx.commit({ topic: this.topic, partition: this.partition, offset: end })
+        position = end
+        last = end
+        const applied = events - skipped.length - deadLetters.length
+        this.counts.applied += applied
+        this.counts.skipped += skipped.length
+        this.counts.deadLettered += deadLetters.length
+        for (const s of skipped) this.#services.events.skipped(tp, { ...s, action: 'skip' })
+        for (const d of deadLetters) this.#services.events.skipped(tp, { offset: d.offset, error: d.error, action: 'dead-letter' })
+        this.#services.events.commit(tp, { events, offset: end })
+        this.#scheduler?.noteCommit(events, bytes)
+      }
+      return last
+    } catch (err) {
+      await this.#fail(err)
+      throw this.#failure
+    }
+  }
+
+  /**
+   * Ends the task: waits for the batch being applied (its commit included),
+   * takes a hand-off snapshot within handoff.timeoutMs when asked to, closes
+   * the store and releases ownership. A failed task only closes.
+   */
+  async close(reason: 'revoked' | 'shutdown', options: { handoff: boolean }): Promise<PartitionClosed> {
+    const t0 = performance.now()
+    await this.#busy
+    const result: PartitionClosed = {
+      topic: this.topic,
+      partition: this.partition,
+      reason: this.#state === 'failed' ? 'failed' : reason,
+      position: this.position,
+      counts: { ...this.counts },
+      handoffMs: 0,
+    }
+    if (this.#state === 'running' && options.handoff && this.#scheduler !== undefined) {
+      this.#state = 'closing'
+      const snapshot = this.#scheduler.trigger().then((r) => r ?? ('failed' as const))
+      let timer: NodeJS.Timeout | undefined
+      const timeout = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), this.#o.handoff.timeoutMs)
+      })
+      const outcome = await Promise.race([snapshot, timeout])
+      clearTimeout(timer)
+      result.handoffMs = performance.now() - t0
+      if (typeof outcome === 'string') result.handoffFailed = outcome
+      else result.handoff = outcome
+    }
+    if (this.#state !== 'failed') this.#state = 'closing'
+    // A hand-off snapshot past its timeout is still waited for here, in the
+    // background: the store stays open until its checkpoint is done with it.
+    this.#closed ??= this.#shutdown()
+    return result
+  }
+
+  /** Settles when the store is closed, also after a close() that did not wait for its snapshot. */
+  whenClosed(): Promise<void> {
+    return this.#closed?.catch(() => undefined) ?? Promise.resolve()
+  }
+
+  async #fail(error: unknown): Promise<void> {
+    if (this.#state === 'failed') return
+    this.#failure ??= error
+    this.#state = 'failed'
+    this.#closed ??= this.#shutdown()
+    await this.#closed.catch(() => undefined)
+  }
+
+  #snapshotFailed(error: unknown): void {
+    // A store that failed in a snapshot's reopen cannot go on.
+    if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
+      this.#failure ??= error
+      this.#state = 'failed'
+      this.#closed ??= this.#shutdown()
+      return
+    }
+    this.#services.events.snapshotFailed({ topic: this.topic, partition: this.partition }, error)
+  }
+
+  async #shutdown(): Promise<void> {
+    if (this.#state !== 'failed') this.#state = 'closed'
+    try {
+      await this.#scheduler?.stop()
+      await this.#snapshotter?.close()
+      await this.#store?.close()
+    } finally {
+      await this.#ownership?.release()
+    }
+  }
+}

@@ -1,0 +1,301 @@
+import { EventEmitter } from 'node:events'
+import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type Producer } from 'kafkajs'
+import { TidemarkError } from '../../../src/errors.js'
+import type { PartitionStore } from '../../../src/store/partition-store.js'
+import type { RestoreEvent } from '../../../src/snapshot/restore.js'
+import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
+import { AssignmentHandler } from './assignments.js'
+import { resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
+import {
+  PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
+} from './partition-task.js'
+
+/** Headers a dead-lettered record carries besides its own: where it came from and why it failed. */
+export const DEAD_LETTER_HEADERS = Object.freeze({
+  topic: 'tidemark-dlq-source-topic',
+  partition: 'tidemark-dlq-source-partition',
+  offset: 'tidemark-dlq-source-offset',
+  error: 'tidemark-dlq-error',
+})
+
+export interface StatefulConsumerEvents {
+  /** A new assignment from the group: what was added and what was taken away. */
+  assignment: [{ partitions: TopicPartition[]; assigned: TopicPartition[]; revoked: TopicPartition[] }]
+  /** A partition's state is restored and its records are being fetched. */
+  'partition-started': [PartitionStarted]
+  /** A partition stopped on an error (it stays paused here until the group moves it). */
+  'partition-failed': [TopicPartition & { error: unknown }]
+  /** A partition was revoked or the consumer closed: its hand-off and its counts. */
+  'partition-closed': [PartitionClosed]
+  /** A batch of records was committed with its state. */
+  commit: [TopicPartition & { events: number; offset: bigint }]
+  /** A record that did not decode was skipped or dead-lettered (onDecodeError). */
+  'record-skipped': [TopicPartition & { offset: bigint; action: 'skip' | 'dead-letter'; error: unknown }]
+  /** A partition's state ends before the log's first record. */
+  truncated: [TopicPartition & { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }]
+  snapshot: [TopicPartition & { result: SnapshotResult }]
+  /** A snapshot failed; processing goes on and the previous snapshot stays the latest. */
+  'snapshot-failed': [TopicPartition & { error: unknown }]
+  snapshotter: [TopicPartition & { event: SnapshotterEvent }]
+  restore: [TopicPartition & { event: RestoreEvent }]
+  /** kafkajs's consumer crashed; with restart it rejoins by itself. */
+  crash: [{ error: unknown; restart: boolean }]
+}
+
+export interface PartitionStatus extends TopicPartition {
+  state: TaskState
+  position: bigint | undefined
+  counts: PartitionCounts
+  failure?: unknown
+}
+
+export interface CloseResult {
+  partitions: PartitionClosed[]
+}
+
+/**
+ * A stateful Kafka consumer: one kafkajs consumer (one group member, one set
+ * of connections) per process, any number of assigned partitions, each with
+ * its own partition store, snapshots and recovery.
+ *
+ * Shaped like Kafka Streams: the consumer loop only fetches and dispatches
+ * batches; the AssignmentHandler turns the group's assignments into
+ * PartitionTasks; each task restores its state when assigned, applies its
+ * records and commits state and position in one LevelDB batch, then the
+ * group offset is committed for lag tools only. On revocation and on close()
+ * a task finishes its batch, commits, takes a hand-off snapshot (bounded by
+ * handoff.timeoutMs) and closes its store.
+ */
+export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumerEvents> {
+  readonly options: ResolvedConsumerOptions<V>
+  readonly #kafka: Kafka
+  readonly #consumer: Consumer
+  readonly #admin: Admin
+  #producer: Promise<Producer> | undefined
+  readonly #assignments: AssignmentHandler<V>
+  /** Batches being applied: close() waits for them after pausing everything. */
+  readonly #inFlight = new Set<Promise<unknown>>()
+  /** Counts of partitions that were closed here, so that totals survive their tasks. */
+  readonly #closedCounts: PartitionCounts = { applied: 0, skipped: 0, deadLettered: 0 }
+  #state: 'new' | 'starting' | 'running' | 'closing' | 'closed' = 'new'
+  #closing: Promise<CloseResult> | undefined
+  #memberId: string | undefined
+
+  constructor(options: StatefulConsumerOptions<V>) {
+    super()
+    this.options = resolveConsumerOptions(options)
+    const o = this.options
+    this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
+    this.#consumer = this.#kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: true, ...o.consumer })
+    this.#admin = this.#kafka.admin()
+    const services = this.#services()
+    this.#assignments = new AssignmentHandler<V>({
+      createTask: (tp) => new PartitionTask<V>(tp, o, services),
+      pause: (tp) => this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }]),
+      resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
+      seek: (tp, offset) => this.#seek(tp, offset),
+      started: (info) => this.emit('partition-started', info),
+      failed: (tp, error) => this.emit('partition-failed', { ...tp, error }),
+      closed: (info) => {
+        this.#closedCounts.applied += info.counts.applied
+        this.#closedCounts.skipped += info.counts.skipped
+        this.#closedCounts.deadLettered += info.counts.deadLettered
+        this.emit('partition-closed', info)
+      },
+    }, { handoff: o.handoff.snapshot })
+  }
+
+  /** Connects, joins the group and starts consuming; resolves after the first join. */
+  async start(): Promise<void> {
+    if (this.#state !== 'new') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `start() was already called (state: ${this.#state})`)
+    this.#state = 'starting'
+    const c = this.#consumer
+    c.on(c.events.GROUP_JOIN, ({ payload }) => {
+      this.#memberId = payload.memberId
+      const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
+      const change = this.#assignments.assign(partitions)
+      this.emit('assignment', { partitions, ...change })
+    })
+    c.on(c.events.CRASH, ({ payload }) => this.emit('crash', { error: payload.error, restart: payload.restart }))
+    try {
+      await this.#admin.connect()
+      await c.connect()
+      await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
+      await c.run({
+        autoCommit: true,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: this.options.concurrency,
+        eachBatch: (payload) => this.#eachBatch(payload),
+      })
+    } catch (err) {
+      this.#state = 'closed'
+      await Promise.allSettled([c.disconnect(), this.#admin.disconnect()])
+      throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `the consumer of group ${this.options.groupId} could not start: ${(err as Error)?.message ?? err}`, { cause: err })
+    }
+    this.#state = 'running'
+  }
+
+  /** This member's id in the group, once it joined. */
+  get memberId(): string | undefined {
+    return this.#memberId
+  }
+
+  /** The partitions assigned here and where each stands. */
+  partitions(): PartitionStatus[] {
+    return this.#assignments.tasks().map((t) => ({
+      topic: t.topic,
+      partition: t.partition,
+      state: t.state,
+      position: t.position,
+      counts: { ...t.counts },
+      ...(t.failure === undefined ? {} : { failure: t.failure }),
+    }))
+  }
+
+  /** Records applied, skipped and dead-lettered by this member, over partitions it holds and held. */
+  counts(): PartitionCounts {
+    const total = { ...this.#closedCounts }
+    for (const t of this.#assignments.tasks()) {
+      total.applied += t.counts.applied
+      total.skipped += t.counts.skipped
+      total.deadLettered += t.counts.deadLettered
+    }
+    return total
+  }
+
+  /** The partition store of a partition running here (to read state; writes go through the handler). */
+  store(topic: string, partition: number): PartitionStore | undefined {
+    return this.#assignments.running(topic, partition)?.store
+  }
+
+  /**
+   * Leaves the group gracefully: pauses every partition, waits for the
+   * batches being applied (their commits included), takes a hand-off
+   * snapshot of each partition (in parallel, bounded by handoff.timeoutMs)
+   * while still a member, so that the next owners restore it, then leaves
+   * the group and closes the stores and connections.
+   */
+  close(): Promise<CloseResult> {
+    this.#closing ??= this.#close()
+    return this.#closing
+  }
+
+  async #close(): Promise<CloseResult> {
+    const wasRunning = this.#state === 'running'
+    this.#state = 'closing'
+    if (wasRunning) {
+      try {
+        this.#consumer.pause(this.options.topics.map((topic) => ({ topic })))
+      } catch {
+        // Not running (it crashed and did not restart): nothing to pause.
+      }
+    }
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
+    const partitions = await this.#assignments.closeAll()
+    await this.#consumer.disconnect().catch(() => undefined)
+    await this.#assignments.drained()
+    const producer = this.#producer
+    await Promise.allSettled([this.#admin.disconnect(), producer?.then((p) => p.disconnect())])
+    this.#state = 'closed'
+    return { partitions }
+  }
+
+  async #eachBatch({ batch, resolveOffset, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch
+    if (this.#state !== 'running' && this.#state !== 'starting') return
+    const task = this.#assignments.running(topic, partition)
+    if (task === undefined || isStale() || batch.messages.length === 0) return
+    const applying = task.apply(batch.messages)
+    this.#inFlight.add(applying)
+    try {
+      const last = await applying
+      // The group's offset follows the store's commit (kafkajs commits it
+      // after this returns); it is for lag tools, the store's position decides.
+      if (last !== undefined) resolveOffset(String(last))
+    } catch (error) {
+      // The task has stopped: the partition stays paused until the group
+      // moves it; the other partitions go on.
+      this.#pause({ topic, partition })
+      this.emit('partition-failed', { topic, partition, error })
+    } finally {
+      this.#inFlight.delete(applying)
+    }
+  }
+
+  #pause(tp: TopicPartition): void {
+    try {
+      this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }])
+    } catch {
+      // The consumer is restarting; the next assignment pauses what is not running.
+    }
+  }
+
+  #seek(tp: TopicPartition, offset: bigint): void {
+    try {
+      this.#consumer.seek({ topic: tp.topic, partition: tp.partition, offset: String(offset) })
+    } catch {
+      // The consumer is restarting; the next assignment seeks what runs.
+    }
+  }
+
+  #services(): TaskServices {
+    const at = (tp: TopicPartition) => ({ topic: tp.topic, partition: tp.partition })
+    return {
+      watermarks: async (topic, partition) => {
+        const offsets = await this.#admin.fetchTopicOffsets(topic)
+        const p = offsets.find((o) => o.partition === partition)
+        if (p === undefined) throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `topic ${topic} has no partition ${partition}`)
+        return { low: BigInt(p.low), high: BigInt(p.high) }
+      },
+      groupOffset: async (topic, partition) => {
+        const [offsets] = await this.#admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] })
+        const offset = offsets?.partitions.find((p) => p.partition === partition)?.offset
+        return offset === undefined || offset === '-1' ? undefined : BigInt(offset)
+      },
+      deadLetter: (records) => this.#deadLetter(records),
+      events: {
+        restore: (tp, event) => this.emit('restore', { ...at(tp), event }),
+        snapshot: (tp, result) => this.emit('snapshot', { ...at(tp), result }),
+        snapshotFailed: (tp, error) => this.emit('snapshot-failed', { ...at(tp), error }),
+        snapshotter: (tp, event) => this.emit('snapshotter', { ...at(tp), event }),
+        commit: (tp, b) => this.emit('commit', { ...at(tp), ...b }),
+        skipped: (tp, r) => this.emit('record-skipped', { ...at(tp), ...r }),
+        truncated: (tp, info) => this.emit('truncated', { ...at(tp), ...info }),
+      },
+    }
+  }
+
+  async #deadLetter(records: DeadLetter[]): Promise<void> {
+    const policy = this.options.onDecodeError
+    if (typeof policy !== 'object') return
+    try {
+      this.#producer ??= (async () => {
+        const producer = this.#kafka.producer({ allowAutoTopicCreation: true, idempotent: false, createPartitioner: Partitioners.DefaultPartitioner })
+        await producer.connect()
+        return producer
+      })()
+      const producer = await this.#producer
+      await producer.send({
+        topic: policy.deadLetter,
+        acks: -1,
+        messages: records.map((r) => {
+          const headers: IHeaders = {
+            ...r.message.headers,
+            [DEAD_LETTER_HEADERS.topic]: r.topic,
+            [DEAD_LETTER_HEADERS.partition]: String(r.partition),
+            [DEAD_LETTER_HEADERS.offset]: String(r.offset),
+            [DEAD_LETTER_HEADERS.error]: String((r.error as Error)?.message ?? r.error),
+          }
+          return { key: r.message.key, value: r.message.value, headers, timestamp: r.message.timestamp }
+        }),
+      })
+    } catch (err) {
+      this.#producer = undefined
+      throw new TidemarkError(
+        'TIDEMARK_LOG_UNAVAILABLE',
+        `could not produce ${records.length} undecodable record(s) of ${records[0]!.topic}/${records[0]!.partition} to the dead-letter topic ${policy.deadLetter}: ${(err as Error)?.message ?? err}`,
+        { cause: err },
+      )
+    }
+  }
+}

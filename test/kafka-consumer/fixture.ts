@@ -1,0 +1,151 @@
+// Shared pieces of the consumer-group tests: a word-sum job, its independent
+// fold, producing records to known partitions, and reading a partition's
+// final state back from its newest snapshot.
+import { Kafka, Partitioners, logLevel, type Producer } from 'kafkajs'
+import { join } from 'node:path'
+import type { StatefulConsumer} from '../../connectors/kafka/index.js';
+import { type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
+import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import type { SnapshotStore } from '../../src/dfs/snapshot-store.js'
+import { restoreSnapshot } from '../../src/snapshot/restore.js'
+import { PartitionStore } from '../../src/store/partition-store.js'
+import { valueState } from '../../src/store/state.js'
+import type { Transaction } from '../../src/store/transaction.js'
+
+export interface WordEvent {
+  word: string
+  n: number
+}
+
+/** Per record key (the word): the sum of n; under '#count' and '#offsets' the number of records and the sum of their offsets. */
+export const sums = valueState<number>('sums')
+export const states = [sums]
+
+/** The job's handler: a fold in which a record applied twice or missed changes '#count' and '#offsets'. */
+export function wordHandler(tx: Transaction, record: { value: WordEvent | null; offset: bigint }): void {
+  const view = tx.value(sums)
+  view.put('#count', (view.getSync('#count') ?? 0) + 1)
+  view.put('#offsets', (view.getSync('#offsets') ?? 0) + Number(record.offset))
+  if (record.value === null) return
+  view.put(record.value.word, (view.getSync(record.value.word) ?? 0) + record.value.n)
+}
+
+export type Fold = Map<string, number>
+
+/** The expected state of one partition, folded independently of Tidemark. */
+export function fold(records: ReadonlyArray<{ offset: bigint; value: WordEvent | null }>): Fold {
+  const out: Fold = new Map([['#count', 0], ['#offsets', 0]])
+  for (const r of records) {
+    out.set('#count', out.get('#count')! + 1)
+    out.set('#offsets', out.get('#offsets')! + Number(r.offset))
+    if (r.value !== null) out.set(r.value.word, (out.get(r.value.word) ?? 0) + r.value.n)
+  }
+  return out
+}
+
+export interface Produced {
+  topic: string
+  partition: number
+  offset: bigint
+  value: WordEvent | null
+}
+
+const WORDS = ['tide', 'mark', 'kafka', 'state', 'snap', 'shot', 'log', 'fold']
+
+/** Produces `count` word events to each of `partitions` of `topic`, in sends of `perSend`; returns each with its offset. */
+export async function produceWords(producer: Producer, topic: string, partitions: number[], count: number, perSend = 100, seed = 0): Promise<Produced[]> {
+  const out: Produced[] = []
+  for (const partition of partitions) {
+    for (let i = 0; i < count; i += perSend) {
+      const values: WordEvent[] = []
+      for (let j = i; j < Math.min(count, i + perSend); j++) values.push({ word: WORDS[(j * 7 + partition + seed) % WORDS.length]!, n: (j % 13) + 1 })
+      const [meta] = await producer.send({
+        topic,
+        acks: -1,
+        messages: values.map((v) => ({ key: v.word, value: JSON.stringify(v), partition })),
+      })
+      const base = BigInt(meta!.baseOffset!)
+      values.forEach((value, k) => out.push({ topic, partition, offset: base + BigInt(k), value }))
+    }
+  }
+  return out
+}
+
+export async function openProducer(brokers: string[]): Promise<{ kafka: Kafka; producer: Producer }> {
+  const kafka = new Kafka({ brokers, clientId: 'test', logLevel: logLevel.NOTHING })
+  const producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, createPartitioner: Partitioners.DefaultPartitioner })
+  await producer.connect()
+  return { kafka, producer }
+}
+
+/** Options that keep the mock's rebalances quick. */
+export const FAST_GROUP = { sessionTimeout: 6000, heartbeatInterval: 300, maxWaitTimeInMs: 50, rebalanceTimeout: 10_000 } as const
+
+export function consumerOptions(base: { brokers: string[]; job: string; topics: string[]; stateDir: string; snapshotRoot?: string }, extra: Partial<StatefulConsumerOptions<WordEvent>> = {}): StatefulConsumerOptions<WordEvent> {
+  const { snapshotRoot, ...rest } = base
+  return {
+    ...rest,
+    states,
+    handler: wordHandler,
+    consumer: FAST_GROUP,
+    ...(snapshotRoot === undefined ? {} : { snapshots: { store: new FsSnapshotStore({ root: snapshotRoot }), schedule: { intervalMs: 0, everyEvents: 0 } } }),
+    ...extra,
+  }
+}
+
+/** Resolves when every listed partition's committed offset reached its last produced offset, across the consumers given. */
+export function committedThrough(consumers: Array<StatefulConsumer<WordEvent>>, produced: readonly Produced[]): Promise<void> {
+  const want = new Map<string, bigint>()
+  for (const r of produced) {
+    const key = `${r.topic}-${r.partition}`
+    if ((want.get(key) ?? -1n) < r.offset) want.set(key, r.offset)
+  }
+  return new Promise((resolve) => {
+    const check = (): void => {
+      for (const c of consumers) {
+        for (const p of c.partitions()) {
+          const key = `${p.topic}-${p.partition}`
+          if (want.has(key) && p.position !== undefined && p.position >= want.get(key)!) want.delete(key)
+        }
+      }
+      if (want.size === 0) {
+        for (const c of consumers) c.off('commit', check)
+        resolve()
+      }
+    }
+    for (const c of consumers) c.on('commit', check)
+    check()
+  })
+}
+
+/** A partition's state as its newest snapshot holds it. */
+export async function snapshotState(store: SnapshotStore, job: string, topic: string, partition: number, dir: string): Promise<{ state: Fold; position: bigint | undefined }> {
+  const target = join(dir, `${topic}-${partition}`)
+  await restoreSnapshot({ snapshotStore: store, job, partition: `${topic}-${partition}`, target })
+  const ps = await PartitionStore.open({ path: target, states, create: false })
+  try {
+    return { state: await readState(ps), position: ps.position(topic, partition) }
+  } finally {
+    await ps.close()
+  }
+}
+
+export async function readState(store: PartitionStore): Promise<Fold> {
+  const out: Fold = new Map()
+  const tx = store.transaction()
+  try {
+    for await (const [key, value] of tx.value(sums).entries()) out.set(key, value)
+  } finally {
+    tx.abort()
+  }
+  return out
+}
+
+export function byPartition(produced: readonly Produced[]): Map<string, Produced[]> {
+  const out = new Map<string, Produced[]>()
+  for (const r of produced) {
+    const key = `${r.topic}-${r.partition}`
+    out.set(key, [...(out.get(key) ?? []), r])
+  }
+  return out
+}
