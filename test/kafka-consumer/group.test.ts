@@ -1,0 +1,140 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '../../connectors/kafka/index.js'
+import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type Produced, type WordEvent } from './fixture.js'
+
+const PARTITIONS = [0, 1, 2, 3]
+
+/** Resolves with the next `count` partition-started events of a consumer. */
+function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
+  return new Promise((resolve) => {
+    const seen: PartitionStarted[] = []
+    const on = (s: PartitionStarted): void => {
+      seen.push(s)
+      if (seen.length === count) {
+        consumer.off('partition-started', on)
+        resolve(seen)
+      }
+    }
+    consumer.on('partition-started', on)
+  })
+}
+
+async function expectExactState(snapshotRoot: string, job: string, produced: readonly Produced[]): Promise<void> {
+  const store = new FsSnapshotStore({ root: snapshotRoot })
+  const dir = tempDir()
+  for (const [key, records] of byPartition(produced)) {
+    const { topic, partition } = records[0]!
+    const { state, position } = await snapshotState(store, job, topic, partition, dir)
+    expect(position, key).toBe(records.at(-1)!.offset)
+    expect(state, key).toEqual(fold(records))
+  }
+}
+
+describe('StatefulConsumer: two members of one group', () => {
+  it('splits the partitions; when one member closes, the other restores its hand-off snapshots (no replay) and the final state is exact', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-group')
+    const job = randomName('job')
+    const snapshotRoot = tempDir()
+    const produced = await produceWords(producer, topic, PARTITIONS, 200)
+    const base = { brokers, job, topics: [topic], snapshotRoot }
+    const a = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
+    const b = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
+    onTestFinished(() => a.close())
+    onTestFinished(() => b.close())
+    const aStarted = nextStarts(a, 4)
+    await a.start()
+    await aStarted
+    await committedThrough([a], produced)
+
+    // B joins: the group splits the four partitions, two each. B's come
+    // from A's hand-off snapshots or older ones plus a replay; either way exact.
+    const bStarted = nextStarts(b, 2)
+    const aRevoked = new Promise<PartitionClosed[]>((resolve) => {
+      const closed: PartitionClosed[] = []
+      a.on('partition-closed', (c) => {
+        closed.push(c)
+        if (closed.length === 2) resolve(closed)
+      })
+    })
+    await b.start()
+    const fromB = await bStarted
+    const revoked = await aRevoked
+    expect(revoked.map((c) => `${c.topic}-${c.partition}:${c.reason}`).sort()).toEqual(fromB.map((s) => `${s.topic}-${s.partition}:revoked`).sort())
+    expect(a.partitions().filter((p) => p.state === 'running')).toHaveLength(2)
+    const more = await produceWords(producer, topic, PARTITIONS, 100, 50, 1)
+    await committedThrough([a, b], more)
+
+    // A closes: it hands off with a snapshot before it leaves, so B restores
+    // exactly where A stopped and replays nothing.
+    const bTakesOver = nextStarts(b, 2)
+    const { partitions: handedOff } = await a.close()
+    expect(handedOff).toHaveLength(2)
+    const takenOver = await bTakesOver
+    for (const s of takenOver) {
+      const h = handedOff.find((c) => c.topic === s.topic && c.partition === s.partition)!
+      expect(h.handoff?.positions[0]?.offset, `${s.topic}-${s.partition}`).toBe(h.position)
+      expect(s.source).toBe('snapshot')
+      expect(s.snapshot).toBe(h.handoff!.id)
+      expect(s.position).toBe(h.position)
+    }
+    const last = await produceWords(producer, topic, PARTITIONS, 50, 50, 2)
+    await committedThrough([b], last)
+    await b.close()
+    await expectExactState(snapshotRoot, job, [...produced, ...more, ...last])
+  })
+
+  it('a SIGKILLed worker process: its partitions move to the other member, which restores and replays; the final state is exact', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-kill')
+    const job = randomName('job')
+    const snapshotRoot = tempDir()
+    const produced = await produceWords(producer, topic, PARTITIONS, 400)
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'worker.ts'), JSON.stringify(brokers), job, topic, tempDir(), snapshotRoot], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    onTestFinished(() => {
+      child.kill('SIGKILL')
+    })
+    // Waits until the worker committed every record of every partition.
+    await childCommitted(child, new Map(PARTITIONS.map((p) => [`${topic}-${p}`, 399n])))
+    child.kill('SIGKILL')
+    await once(child, 'exit')
+
+    // More records, then a member that finds the dead one's partitions once
+    // the group expires it (session timeout).
+    const more = await produceWords(producer, topic, PARTITIONS, 100, 50, 1)
+    const b = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
+    onTestFinished(() => b.close())
+    const started = nextStarts(b, 4)
+    await b.start()
+    const starts = await started
+    // Restored from what the worker's scheduled snapshots left (every 150 records), then replayed.
+    expect(starts.every((s) => s.source === 'snapshot')).toBe(true)
+    await committedThrough([b], more)
+    await b.close()
+    await expectExactState(snapshotRoot, job, [...produced, ...more])
+  })
+})
+
+/** Resolves when the child reported a commit at or past each partition's offset. */
+async function childCommitted(child: ChildProcess, want: Map<string, bigint>): Promise<void> {
+  const lines = createInterface({ input: child.stdout! })
+  for await (const line of lines) {
+    const event = JSON.parse(line) as { commit?: string; offset?: string }
+    if (event.commit !== undefined && want.has(event.commit) && BigInt(event.offset!) >= want.get(event.commit)!) want.delete(event.commit)
+    if (want.size === 0) break
+  }
+  lines.close()
+}
