@@ -49,8 +49,8 @@ describe('StatefulConsumer: two members of one group', () => {
     const base = { brokers, job, topics: [topic], snapshotRoot }
     const a = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
     const b = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
-    onTestFinished(() => a.close())
-    onTestFinished(() => b.close())
+    onTestFinished(async () => { await a.close() })
+    onTestFinished(async () => { await b.close() })
     const aStarted = nextStarts(a, 4)
     await a.start()
     await aStarted
@@ -116,7 +116,7 @@ describe('StatefulConsumer: two members of one group', () => {
     // the group expires it (session timeout).
     const more = await produceWords(producer, topic, PARTITIONS, 100, 50, 1)
     const b = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
-    onTestFinished(() => b.close())
+    onTestFinished(async () => { await b.close() })
     const started = nextStarts(b, 4)
     await b.start()
     const starts = await started

@@ -27,7 +27,7 @@ describe('StatefulConsumer: one member', () => {
       return socket
     }
     const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics, stateDir: tempDir(), snapshotRoot }, { kafka: { socketFactory } }))
-    onTestFinished(() => consumer.close())
+    onTestFinished(async () => { await consumer.close() })
     const started: string[] = []
     const assignments: number[] = []
     consumer.on('assignment', (a) => assignments.push(a.partitions.length))

@@ -263,6 +263,7 @@ export class PartitionTask<V> {
         let events = 0
         let bytes = 0
         let end = -1n
+        let halt: TidemarkError | undefined
         const release = store.tryHold() ?? await store.hold()
         try {
           for (; i < messages.length && events < batchSize; i++) {
@@ -275,7 +276,10 @@ export class PartitionTask<V> {
                 value = codec.decode(message.value)
               } catch (cause) {
                 if (onDecodeError === 'stop') {
-                  throw decodeFailed(codec, `record ${this.topic}/${this.partition}@${offset}`, message.value.byteLength, cause, { ...tp, offset })
+                  // The records before it are committed, so that the
+                  // partition halts exactly at the record that stops it.
+                  halt = decodeFailed(codec, `record ${this.topic}/${this.partition}@${offset}`, message.value.byteLength, cause, { ...tp, offset })
+                  break
                 }
                 if (onDecodeError === 'skip') skipped.push({ offset, error: cause })
                 else deadLetters.push({ ...tp, offset, message, error: cause })
@@ -316,6 +320,7 @@ export class PartitionTask<V> {
         }
         if (events === 0) {
           tx.abort()
+          if (halt !== undefined) throw halt
           continue
         }
         // Dead letters are produced before the commit that moves past them:
@@ -332,6 +337,7 @@ export class PartitionTask<V> {
         for (const d of deadLetters) this.#services.events.skipped(tp, { offset: d.offset, error: d.error, action: 'dead-letter' })
         this.#services.events.commit(tp, { events, offset: end })
         this.#scheduler?.noteCommit(events, bytes)
+        if (halt !== undefined) throw halt
       }
       return last
     } catch (err) {
