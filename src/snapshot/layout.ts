@@ -5,6 +5,8 @@ import { assertKey } from '../dfs/snapshot-store.js'
  *
  *   <job>/<partition>/manifests/<epoch:10>-<sequence:12>.json   the commit points
  *   <job>/<partition>/data/<epoch:10>-<sequence:12>-<random>-<n>.tar   tar archives of table files
+ *   <job>/<partition>/owner.json   the partition's claim (src/ownership/), which
+ *                                  garbage collection never lists: it reads only manifests/ and data/
  *
  * Zero-padded numbers make the store's byte-order listing the (epoch,
  * sequence) order. Data keys carry a random part so that two writers that
@@ -18,6 +20,8 @@ export class SnapshotLayout {
   readonly prefix: string
   readonly manifestPrefix: string
   readonly dataPrefix: string
+  /** The partition's ownership claim (docs/ownership.md). */
+  readonly claimKey: string
 
   constructor(job: unknown, partition: unknown) {
     this.job = checkSegment(job, 'job')
@@ -25,6 +29,7 @@ export class SnapshotLayout {
     this.prefix = `${this.job}/${this.partition}/`
     this.manifestPrefix = `${this.prefix}manifests/`
     this.dataPrefix = `${this.prefix}data/`
+    this.claimKey = `${this.prefix}owner.json`
   }
 
   manifestKey(epoch: number, sequence: number): string {
