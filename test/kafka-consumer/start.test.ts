@@ -1,0 +1,83 @@
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer, type PartitionStarted, type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
+import { isTidemarkError } from '../../src/errors.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type Produced, type WordEvent } from './fixture.js'
+
+function consumer(options: StatefulConsumerOptions<WordEvent>): StatefulConsumer<WordEvent> {
+  const c = new StatefulConsumer<WordEvent>(options)
+  onTestFinished(async () => {
+    await c.close()
+  })
+  return c
+}
+
+function started(c: StatefulConsumer<WordEvent>, partition: number): Promise<PartitionStarted> {
+  return new Promise((resolve) => c.on('partition-started', (s) => {
+    if (s.partition === partition) resolve(s)
+  }))
+}
+
+describe('StatefulConsumer: where a partition starts', () => {
+  it("a store behind the log's start fails with TIDEMARK_POSITION_TRUNCATED; onTruncated: 'reset-to-earliest' rebuilds it from the log's first record", async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-trunc')
+    const job = randomName('job')
+    const stateDir = tempDir()
+    const first = await produceWords(producer, topic, [0], 5)
+    const a = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir }))
+    const aDone = committedThrough([a], first)
+    await a.start()
+    await aDone
+    await a.close()
+
+    // librdkafka's mock keeps about 5 MB per partition and drops its oldest
+    // record sets beyond that, as retention would.
+    const pad = 'x'.repeat(100_000)
+    const big: Produced[] = []
+    for (let i = 0; i < 70; i++) {
+      const value = { word: 'big', n: 1, pad } as WordEvent
+      const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: 'big', value: JSON.stringify(value), partition: 0 }] })
+      big.push({ topic, partition: 0, offset: BigInt(meta!.baseOffset!), value })
+    }
+
+    const b = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir }))
+    const truncated = new Promise<{ position: bigint | undefined; logStart: bigint }>((resolve) => b.on('truncated', resolve))
+    const failed = new Promise<unknown>((resolve) => b.on('partition-failed', (f) => resolve(f.error)))
+    await b.start()
+    const error = await failed
+    expect(isTidemarkError(error, 'TIDEMARK_POSITION_TRUNCATED')).toBe(true)
+    const { position, logStart } = await truncated
+    expect(position).toBe(4n)
+    expect(logStart).toBeGreaterThan(5n)
+    expect((error as { details: unknown }).details).toEqual({ topic, partition: 0, position: 4n, logStart })
+    await b.close()
+
+    const c = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir }, { onTruncated: 'reset-to-earliest' }))
+    const reset = started(c, 0)
+    const kept = big.filter((r) => r.offset >= logStart)
+    const done = committedThrough([c], kept)
+    await c.start()
+    expect(await reset).toMatchObject({ source: 'reset', fetchFrom: logStart, position: undefined })
+    await done
+    expect(await readState(c.store(topic, 0)!)).toEqual(fold(kept))
+  })
+
+  it("startFrom: 'latest' starts a partition without state at the end of the log (the default, 'earliest', at its start: see single-member.test.ts)", async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-latest')
+    await produceWords(producer, topic, [0, 1, 2, 3], 20)
+    const c = consumer(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir() }, { startFrom: 'latest' }))
+    const s = started(c, 2)
+    await c.start()
+    expect(await s).toMatchObject({ source: 'empty', fetchFrom: 20n, position: undefined })
+    const later = await produceWords(producer, topic, [2], 5, 100, 9)
+    await committedThrough([c], later)
+    expect(await readState(c.store(topic, 2)!)).toEqual(fold(later))
+  })
+})
