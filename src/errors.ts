@@ -54,7 +54,7 @@ export const ERROR_CODES = {
   TIDEMARK_POINT_NOT_REACHABLE: { retriable: false, summary: 'a point-in-time restore target lies beyond the log\'s tail or before anything a snapshot or the log still holds' },
   TIDEMARK_POSITION_TRUNCATED: { retriable: false, summary: 'a consumer-group partition\'s state ends before the first record its Kafka partition still holds (retention deleted the records between); the partition stops unless onTruncated is \'reset-to-earliest\'' },
   // ownership/
-  TIDEMARK_OWNERSHIP_CONFLICT: { retriable: true, summary: 'another owner holds the partition\'s claim (its lease has not expired, or it has none) or won the race for it; details.reason says which (live-lease, no-lease, unreadable, race)' },
+  TIDEMARK_OWNERSHIP_CONFLICT: { retriable: true, summary: 'another owner holds the partition\'s claim (its lease has not expired, or it has none) or won the race for it; details.reason says which (live-lease, no-lease, unreadable, newer-generation, race)' },
   TIDEMARK_OWNERSHIP_LOST: { retriable: false, summary: 'this owner\'s claim was taken over by a newer owner (higher epoch), released or removed: it must stop processing the partition' },
   // sync/
   TIDEMARK_SYNC_NOT_INITIALIZED: { retriable: false, summary: 'the synchronizer has no state yet: neither the log nor a compact point holds an initial state (call initialize())' },

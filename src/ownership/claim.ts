@@ -12,7 +12,9 @@ import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOw
  *   acquirer's clock) or it was released;
  * - `'force'` takes it whatever its lease says, and also replaces an
  *   unreadable claim object. For a consumer group's assignee, or an operator
- *   or supervisor who knows the holder is dead.
+ *   or supervisor who knows the holder is dead. One exception: an acquirer
+ *   that passes a `generation` does not take a live claim of a newer
+ *   generation (TIDEMARK_OWNERSHIP_CONFLICT, reason newer-generation).
  */
 export type ClaimTakeover = 'if-expired' | 'force'
 
@@ -64,8 +66,10 @@ export interface StoredClaim {
  * Fails with TIDEMARK_OWNERSHIP_CONFLICT (retriable) when another owner
  * holds the claim (a live lease, or no lease) and `takeover` is not
  * `'force'`, when the claim object is unreadable and `takeover` is not
- * `'force'`, or when another acquirer won the race; `details.reason` says
- * which. Store failures pass through as they are.
+ * `'force'`, when a live claim of a newer consumer-group generation holds
+ * it, or when another acquirer won the race; `details.reason` says which
+ * (live-lease, no-lease, unreadable, newer-generation, race). Store
+ * failures pass through as they are.
  */
 export async function acquireClaim(options: AcquireClaimOptions): Promise<Claim> {
   const o = resolveOptions(options)
@@ -82,9 +86,15 @@ export async function acquireClaim(options: AcquireClaimOptions): Promise<Claim>
   if (current?.record !== undefined) {
     const held = current.record
     previousEpoch = held.epoch
+    const holder = `${held.owner.name} (id ${held.owner.id}, epoch ${held.epoch})`
+    const details = { holder: held.owner, epoch: held.epoch, leaseUntil: held.leaseUntil }
+    const live = held.leaseUntil === null || held.leaseUntil > now
+    // A member whose assignment is older than the holder's (a delayed acquire,
+    // a zombie of an earlier generation) must not force its way back in.
+    if (o.takeover === 'force' && live && o.generation !== undefined && held.generation !== undefined && held.generation > o.generation) {
+      throw conflict('newer-generation', `${holder} holds ${where} for consumer-group generation ${held.generation}, newer than this acquirer's ${o.generation}; it is taken only once its lease runs out, or by force without a generation`, key, { ...details, generation: held.generation })
+    }
     if (held.leaseUntil !== 0 && o.takeover !== 'force') {
-      const holder = `${held.owner.name} (id ${held.owner.id}, epoch ${held.epoch})`
-      const details = { holder: held.owner, epoch: held.epoch, leaseUntil: held.leaseUntil }
       if (held.leaseUntil === null) {
         throw conflict('no-lease', `${holder} holds ${where} without a lease; only takeover: 'force' takes it (its consumer group's new assignee, or an operator who knows it is gone)`, key, details)
       }

@@ -230,6 +230,25 @@ for (const backend of backends) {
       await expect(member.check()).rejects.toMatchObject(lost('taken-over'))
     })
 
+    it('force does not take a live claim of a newer group generation back for an older one', async () => {
+      const { store } = backend.open()
+      const clock = manualClock()
+      const current = await acquireClaim(base(store, { clock: clock.now, generation: 6, takeover: 'force' }))
+      // The member that generation 5 assigned the partition to, acquiring late.
+      await expect(acquireClaim(base(store, { clock: clock.now, generation: 5, takeover: 'force' }))).rejects.toMatchObject({
+        ...conflict('newer-generation'), details: { generation: 6, epoch: 1 },
+      })
+      await current.check()
+      // Once the newer generation's lease has run out (a group that was recreated starts counting again), it is taken.
+      clock.advance(30_000)
+      const recreated = await acquireClaim(base(store, { clock: clock.now, generation: 1, takeover: 'force' }))
+      expect(recreated.record).toMatchObject({ epoch: 2, generation: 1 })
+      // And an operator's force without a generation always takes it.
+      const operator = await acquireClaim(base(store, { clock: clock.now, takeover: 'force' }))
+      expect(operator.epoch).toBe(3)
+      await expect(recreated.check()).rejects.toMatchObject(lost('taken-over'))
+    })
+
     it('an unreadable claim object needs force; its holder finds its claim lost', async () => {
       const { store } = backend.open()
       const holder = await acquireClaim(base(store))
