@@ -77,6 +77,25 @@ const backends: { name: string; open: () => { store: SnapshotStore; spec: StoreS
   },
 ]
 
+/**
+ * Starts two processes that each acquire job/0's claim when told "go", tells
+ * both at once, and checks that exactly one won while the other got
+ * TIDEMARK_OWNERSHIP_CONFLICT; returns the winner's outcome.
+ */
+async function raceTwoProcesses(spec: StoreSpec): Promise<{ epoch: number; id: string }> {
+  const children = [0, 1].map(() => spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'acquire-child.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] }))
+  const exited = children.map((child) => new Promise((resolve) => child.on('exit', resolve)))
+  const lines = children.map((child) => createInterface({ input: child.stdout! })[Symbol.asyncIterator]())
+  for (const line of lines) expect((await line.next()).value).toBe('READY')
+  for (const child of children) child.stdin!.end('go\n')
+  const outcomes = await Promise.all(lines.map(async (line) => JSON.parse((await line.next()).value as string) as { ok: boolean; epoch?: number; id?: string; code?: string }))
+  await Promise.all(exited)
+  expect(outcomes.filter((o) => !o.ok)).toEqual([{ ok: false, code: 'TIDEMARK_OWNERSHIP_CONFLICT' }])
+  const won = outcomes.filter((o) => o.ok)
+  expect(won).toHaveLength(1)
+  return won[0] as { epoch: number; id: string }
+}
+
 /** A clock the test moves. */
 function manualClock(start = 1_800_000_000_000): { now: () => number; advance: (ms: number) => void } {
   let t = start
@@ -140,19 +159,16 @@ for (const backend of backends) {
       await expect(old.check()).rejects.toMatchObject({ ...lost('taken-over'), details: { epoch: old.epoch, currentEpoch: old.epoch + 1, currentOwner: won[0]!.owner } })
     })
 
-    it('of two processes started at the same moment, exactly one holds the claim', async () => {
-      const { spec } = backend.open()
-      const children = [0, 1].map(() => spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'acquire-child.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] }))
-      const lines = children.map((child) => createInterface({ input: child.stdout! })[Symbol.asyncIterator]())
-      for (const line of lines) expect((await line.next()).value).toBe('READY')
-      for (const child of children) child.stdin!.end('go\n')
-      const outcomes = await Promise.all(lines.map(async (line) => JSON.parse((await line.next()).value as string) as { ok: boolean; epoch?: number; id?: string; code?: string }))
-      await Promise.all(children.map((child) => new Promise((resolve) => (child.exitCode === null ? child.on('exit', resolve) : resolve(undefined)))))
-      expect(outcomes.filter((o) => o.ok)).toHaveLength(1)
-      expect(outcomes.filter((o) => !o.ok)).toEqual([{ ok: false, code: 'TIDEMARK_OWNERSHIP_CONFLICT' }])
-      const store = spec.kind === 'fs' ? new FsSnapshotStore({ root: spec.root }) : new S3SnapshotStore(spec.options)
-      onTestFinished(() => store.close())
-      expect((await readClaim(store, 'job', 0))?.record).toMatchObject({ epoch: 1, owner: { id: outcomes.find((o) => o.ok)!.id } })
+    it('of two processes started at the same moment, exactly one holds the claim (create-only, then compare-and-swap)', async () => {
+      const { store, spec } = backend.open()
+      // A free partition: both create-only puts race.
+      const first = await raceTwoProcesses(spec)
+      expect((await readClaim(store, 'job', 0))?.record).toMatchObject({ epoch: 1, owner: { id: first.id } })
+      // A released claim: both compare-and-swaps race against the same etag.
+      const operator = await acquireClaim(base(store, { takeover: 'force' }))
+      expect(await operator.release()).toBe(true)
+      const second = await raceTwoProcesses(spec)
+      expect((await readClaim(store, 'job', 0))?.record).toMatchObject({ epoch: 3, owner: { id: second.id } })
     })
 
     it('does not take a live lease without force; force takes it, and the old owner\'s check and renew fail with TIDEMARK_OWNERSHIP_LOST', async () => {
