@@ -46,6 +46,16 @@ export interface SnapshotterOptions {
   maxChainLength?: number
   /** Things worth a log line that do not fail a snapshot. */
   onEvent?: (event: SnapshotterEvent) => void
+  /**
+   * Called once per snapshot right before its manifest is written (after the
+   * upload and the check for newer epochs): an owner proves there that it
+   * still holds the partition (`claim.check()`, see docs/ownership.md). A
+   * rejection fails the snapshot with that very error (a TidemarkError such
+   * as TIDEMARK_OWNERSHIP_LOST is not turned into a retriable upload
+   * failure); no manifest is written and the uploaded data objects are left
+   * for gc(), as after any failure.
+   */
+  beforeCommit?: () => Promise<void>
 }
 
 export type SnapshotterEvent =
@@ -91,9 +101,9 @@ export interface TakeSnapshotOptions {
   full?: boolean
 }
 
-type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'job' | 'partition'>>>
+type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS)]
 
 /** Stores with a snapshot in flight, so that two Snapshotters of one store cannot overlap. */
 const busy = new WeakSet<PartitionStore>()
@@ -114,6 +124,7 @@ export class Snapshotter {
   readonly partitionStore: PartitionStore
   readonly options: Resolved
   readonly #onEvent: ((event: SnapshotterEvent) => void) | undefined
+  readonly #beforeCommit: (() => Promise<void>) | undefined
   /** Parsed manifests by key (they are immutable). */
   readonly #manifests = new Map<string, SnapshotManifest>()
   /** SHA-256 of local table files by name, valid while size, device and inode match (table files never change). */
@@ -147,6 +158,7 @@ export class Snapshotter {
       maxChainLength: checkInt(o.maxChainLength ?? d.maxChainLength, 'maxChainLength', 1),
     })
     this.#onEvent = checkFunction(o.onEvent, 'onEvent')
+    this.#beforeCommit = checkFunction(o.beforeCommit, 'beforeCommit')
   }
 
   /** A snapshot is being taken. */
@@ -161,8 +173,9 @@ export class Snapshotter {
    * vanished before the manifest referenced it (the manifest is withdrawn),
    * and TIDEMARK_SNAPSHOT_FENCED when a newer owner (higher epoch) has
    * written snapshots of the partition or another writer took the manifest
-   * key. Only manifests that verify count: a listed key that does not is
-   * skipped (a 'manifests-invalid' event) and never numbered after.
+   * key, and with the error of `beforeCommit` as it is. Only manifests that
+   * verify count: a listed key that does not is skipped (a
+   * 'manifests-invalid' event) and never numbered after.
    */
   async takeSnapshot(options: TakeSnapshotOptions = {}): Promise<SnapshotResult> {
     checkObject(options, 'takeSnapshot options')
@@ -359,6 +372,9 @@ export class Snapshotter {
     const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
     // Only manifests of a newer epoch can fence, and only those need reading.
     this.#checkFence(await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch)))
+    // Last, so that an owner's proof of ownership is as fresh as it can be
+    // when the manifest lands; its error is the caller's, passed as it is.
+    if (this.#beforeCommit !== undefined) await this.#beforeCommit()
     const ifNoneMatch = this.snapshotStore.capabilities.conditionalPut
     try {
       try {
