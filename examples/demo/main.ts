@@ -6,7 +6,8 @@
  * A worker process keeps a running total per key over a generated event
  * stream and snapshots incrementally; the demo kills it with SIGKILL at a
  * random moment, starts a new owner in a fresh directory (as after a
- * partition rebalance) that restores the newest snapshot and replays the log,
+ * partition rebalance) that takes over the partition's claim by force (the
+ * demo saw the first owner die) and restores the newest snapshot and replays the log,
  * and checks the final state against a recomputation that shares no code
  * with the processor.
  */
@@ -95,8 +96,8 @@ const target: DemoTarget = {
 type Line = Record<string, unknown> & { type: string }
 
 /** Runs an owner; SIGKILLs it once it has committed past killAfter (if given). */
-async function runOwner(storePath: string, killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'worker.ts'), JSON.stringify(target), storePath], { stdio: ['ignore', 'pipe', 'inherit'] })
+async function runOwner(storePath: string, takeover: 'if-expired' | 'force', killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'worker.ts'), JSON.stringify(target), storePath, takeover], { stdio: ['ignore', 'pipe', 'inherit'] })
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   const lines: Line[] = []
   for await (const text of createInterface({ input: child.stdout })) {
@@ -128,12 +129,15 @@ try {
   await log.close()
 
   const killAt = Math.floor(total * (0.3 + Math.random() * 0.5))
-  const first = await runOwner(join(dir, 'owner-1'), killAt)
+  const first = await runOwner(join(dir, 'owner-1'), 'if-expired', killAt)
   const lastCommit = of(first.lines, 'commit').at(-1)?.offset as number
   console.log(`owner 1: processed from offset 0, killed with SIGKILL after committing offset ${lastCommit} (${of(first.lines, 'snapshot').length} snapshots taken)`)
 
-  const second = await runOwner(join(dir, 'owner-2'))
+  // Owner 1's claim on the partition is still live (its lease runs on after
+  // the SIGKILL); this supervisor saw it die, so owner 2 takes over by force.
+  const second = await runOwner(join(dir, 'owner-2'), 'force')
   const started = of(second.lines, 'started')[0]!
+  console.log(`owner 2: took over the partition's claim by force from the killed owner 1 (epoch ${of(first.lines, 'started')[0]?.epoch} -> ${started.epoch})`)
   const caughtUp = of(second.lines, 'caught-up')[0]!
   console.log(`owner 2: restored ${started.source === 'snapshot' ? `snapshot ${started.snapshot} at offset ${started.offset}` : String(started.source)} in ${Math.round(started.restoreMs as number)} ms, replayed and processed ${caughtUp.events} events`)
   for (const reason of started.skipped as string[]) console.log(`  skipped a snapshot: ${reason}`)

@@ -1,5 +1,5 @@
 export { PartitionProcessor, PROCESSOR_DEFAULTS } from './partition-processor.js'
-export type { PartitionProcessorOptions, ProcessorEvents, SnapshotSettings, StartResult } from './partition-processor.js'
+export type { OwnershipEvent, OwnershipSettings, PartitionProcessorOptions, ProcessorEvents, SnapshotSettings, StartResult } from './partition-processor.js'
 export { PartitionSynchronizer } from './partition-synchronizer.js'
 export type { EventContext, EventHandler, FetchOptions, PartitionSynchronizerOptions } from './partition-synchronizer.js'
 export { restoreToPoint } from './point-in-time.js'

@@ -4,10 +4,11 @@ import { dirname } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
+import { acquireClaim, CLAIM_DEFAULTS, readClaim, type Claim, type ClaimTakeover } from '../ownership/claim.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import { listManifests, readValidManifests } from '../snapshot/catalog.js'
+import { listManifests, readValidManifests, type InvalidManifest } from '../snapshot/catalog.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
@@ -24,6 +25,36 @@ export interface SnapshotSettings
   /** Take a snapshot in close() that covers everything committed (after one in flight). Default false. */
   onClose?: boolean
 }
+
+/**
+ * The partition's claim (docs/ownership.md), which a processor with
+ * snapshots takes before it restores: exactly one processor of a partition
+ * runs at a time, and one that loses the claim stops.
+ */
+export interface OwnershipSettings {
+  /** How long the claim holds without a renewal; the processor renews it every third of this. Default 30 s (CLAIM_DEFAULTS.leaseMs). */
+  leaseMs?: number
+  /**
+   * `'if-expired'` (default): start only when no other owner holds a live
+   * lease (else TIDEMARK_OWNERSHIP_CONFLICT). `'force'`: take the claim
+   * whatever its lease says, for a supervisor or operator that knows the
+   * previous owner is dead; a previous owner still running is fenced and stops.
+   */
+  takeover?: ClaimTakeover
+  /** A name for humans, recorded in the claim (default `<host>:<pid>`). */
+  owner?: string
+  /** Milliseconds since the Unix epoch (default Date.now), for the lease; tests move it to expire leases without waiting. */
+  clock?: () => number
+}
+
+/** What the processor reports about its claim. */
+export type OwnershipEvent =
+  /** A renewal failed with a store error; the next tick retries it, and no batch commits once the lease has run out without one succeeding. */
+  | { type: 'renew-failed'; error: unknown; leaseUntil: number | null }
+  /** The claim was taken by another owner (or the snapshots were fenced by a newer epoch): the partition stops with this error. */
+  | { type: 'lost'; error: unknown }
+  /** close() could not release the claim (a store error); the next owner gets it once the lease runs out. */
+  | { type: 'release-failed'; error: unknown }
 
 export interface PartitionProcessorOptions<E> {
   /** Namespace of the job's snapshots. */
@@ -63,6 +94,8 @@ export interface PartitionProcessorOptions<E> {
   downloadConcurrency?: number
   /** Options of the partition store. */
   store?: Omit<PartitionStoreOptions, 'path' | 'states'>
+  /** The partition's claim, taken in start() when `snapshots` is set (it lives in the snapshot store). */
+  ownership?: OwnershipSettings
 }
 
 export const PROCESSOR_DEFAULTS = Object.freeze({
@@ -71,6 +104,9 @@ export const PROCESSOR_DEFAULTS = Object.freeze({
   pollIntervalMs: 50,
   allowEmpty: true,
 })
+
+/** Attempts of a forced takeover that keeps losing the race to renewals of the holder it replaces. */
+const FORCE_ATTEMPTS = 5
 
 /** Where a start found its state. */
 export interface StartResult {
@@ -83,7 +119,7 @@ export interface StartResult {
   restoreMs: number
   /** The store's position after the restore: the replay starts after it. */
   offset: bigint | undefined
-  /** This owner's epoch (one more than that of any snapshot that verifies). */
+  /** This owner's epoch: its claim's, above every earlier claim's and every snapshot that verifies (0 without snapshots). */
   epoch: number
 }
 
@@ -104,6 +140,8 @@ export interface ProcessorEvents {
   restore: [RestoreEvent]
   /** Reports from the snapshotter that fail no snapshot: manifests that do not verify, objects uploaded again, a failed gc. */
   snapshotter: [SnapshotterEvent]
+  /** The partition's claim: a failed renewal or release, the claim lost. */
+  ownership: [OwnershipEvent]
 }
 
 /**
@@ -123,6 +161,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #sync: PartitionSynchronizer<E> | undefined
   #snapshotter: Snapshotter | undefined
   #scheduler: SnapshotScheduler | undefined
+  readonly #ownership: ResolvedOwnership | undefined
+  #claim: Claim | undefined
+  #renewTimer: NodeJS.Timeout | undefined
+  #renewing = false
+  /** Aborted when the partition stops on a failure, so that run() does not sleep through it. */
+  readonly #stopped = new AbortController()
   #state: 'new' | 'starting' | 'running' | 'closed' = 'new'
   #replayed = false
   /** The error that stopped the partition: the first one, which is the one reported. */
@@ -150,7 +194,13 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     if (!Number.isInteger(resolved.pollIntervalMs) || resolved.pollIntervalMs < 1) throw new RangeError(`options.pollIntervalMs must be a positive integer, got ${resolved.pollIntervalMs}`)
     if (typeof resolved.allowEmpty !== 'boolean') throw new TypeError('options.allowEmpty must be a boolean')
     this.options = Object.freeze(resolved)
+    this.#ownership = resolveOwnership(options.ownership, options.snapshots)
     this.#o = options
+  }
+
+  /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */
+  get claim(): Claim | undefined {
+    return this.#claim
   }
 
   /** The partition store; available after start(). */
@@ -164,7 +214,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     return this.#store?.position(this.#o.topic, this.#o.partition)
   }
 
-  /** Restores the state and opens the store. */
+  /**
+   * Takes the partition's claim (with snapshots), restores the state and
+   * opens the store. Fails with TIDEMARK_OWNERSHIP_CONFLICT (retriable) when
+   * another owner holds the claim; nothing is written then, and the local
+   * store is not touched.
+   */
   async start(): Promise<StartResult> {
     if (this.#state !== 'new') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `start() was already called (state: ${this.#state})`)
     this.#state = 'starting'
@@ -175,6 +230,13 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       let epoch = 0
       let skipped: SkippedSnapshot[] = []
       if (o.snapshots !== undefined) {
+        // The claim comes first: nothing touches the partition store before
+        // it is held. Its epoch is above every snapshot that verifies, so
+        // this owner's snapshots fence every writer before it.
+        const { newest, invalid } = await this.#verifiedManifests(o.snapshots.store)
+        this.#claim = await this.#acquire(o.snapshots.store, newest)
+        epoch = this.#claim.epoch
+        this.#startRenewing(this.#claim)
         const meter = new ProgressMeter('restore', (p) => this.emit('progress', p))
         restored = await restoreSnapshot({
           snapshotStore: o.snapshots.store,
@@ -187,15 +249,14 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           onEvent: (event) => this.emit('restore', event),
         })
         meter.finish()
-        const next = await this.#nextEpoch(o.snapshots.store, restored)
-        epoch = next.epoch
-        skipped = next.skipped
+        skipped = this.#skipped(restored, invalid)
       } else {
         await mkdir(dirname(o.path), { recursive: true })
       }
       this.#store = await PartitionStore.open({ ...o.store, path: o.path, states: o.states })
       if (o.snapshots !== undefined) {
         const { store, schedule, onClose: _onClose, ...rest } = o.snapshots
+        const claim = this.#claim!
         this.#snapshotter = new Snapshotter({
           ...rest,
           snapshotStore: store,
@@ -204,6 +265,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           partition: o.partition,
           epoch,
           onEvent: (event) => this.emit('snapshotter', event),
+          // One HEAD right before the manifest: a snapshot of an owner that
+          // lost the claim does not commit (epoch order covers the rest).
+          beforeCommit: () => claim.check(),
         })
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
@@ -221,6 +285,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         codec: o.codec ?? jsonCodec<E>(),
         batchSize: this.options.batchSize,
       })
+      // The claim was lost while restoring.
+      if (this.#failure !== undefined) throw this.#failure.error
       this.#state = 'running'
       const result: StartResult = {
         source: restored?.source ?? (this.offset === undefined ? 'empty' : 'local'),
@@ -268,6 +334,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           this.#scheduler?.noteCommit(events, bytes)
         },
         onCommitFailed: (error) => this.#fail(error),
+        beforeCommit: this.#beforeBatchCommit,
       })
       meter.finish()
       this.#replayed = true
@@ -286,7 +353,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const applied = await this.catchUp({ signal })
-      if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal)
+      if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal, this.#stopped.signal)
     }
   }
 
@@ -300,7 +367,11 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     return this.#scheduler?.trigger()
   }
 
-  /** Stops scheduling, waits for a snapshot in flight (and then takes one if snapshots.onClose), closes the store. */
+  /**
+   * Stops scheduling, waits for a snapshot in flight (and then takes one if
+   * snapshots.onClose), closes the store, and releases the claim so that the
+   * next owner starts at once.
+   */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
     if (this.#state === 'running' && this.#failure === undefined && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
@@ -319,25 +390,17 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   }
 
   /**
-   * A new owner takes an epoch above every snapshot written so far, so that a
-   * previous owner that is still running is fenced off. Only manifests that
-   * verify count: a key is only a name, and junk named with the largest epoch
-   * must not make the job unstartable. The ones that do not verify and that
-   * the restore did not try are reported as skipped too; returns the
-   * restore's skipped snapshots with them, newest first.
+   * The highest epoch among the partition's snapshots that verify: the new
+   * claim's epoch goes above it, so that a previous owner that is still
+   * running is fenced off, also one that never held a claim. Only manifests
+   * that verify count: a key is only a name, and junk named with the largest
+   * epoch must not make the job unstartable.
    */
-  async #nextEpoch(store: SnapshotStore, restored: RestoreResult): Promise<{ epoch: number; skipped: SkippedSnapshot[] }> {
+  async #verifiedManifests(store: SnapshotStore): Promise<{ newest: number; invalid: InvalidManifest[] }> {
     const layout = new SnapshotLayout(this.#o.job, this.#o.partition)
     const { valid, invalid } = await readValidManifests(store, layout, await listManifests(store, layout))
-    const reported = new Set(restored.skipped.map((s) => s.key))
-    const unreported: SkippedSnapshot[] = invalid
-      .filter((m) => !reported.has(m.ref.key))
-      .map((m) => ({ id: m.ref.id, key: m.ref.key, reason: m.reason, message: m.message }))
-    for (const skipped of unreported) this.emit('restore', { type: 'snapshot-skipped', skipped })
-    // Keys hold the zero-padded (epoch, sequence): descending keys are newest first.
-    const skipped = [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
     const newest = valid[0]?.ref
-    if (newest === undefined) return { epoch: 0, skipped }
+    if (newest === undefined) return { newest: 0, invalid }
     if (newest.epoch >= MAX_EPOCH) {
       throw new TidemarkError(
         'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
@@ -345,7 +408,88 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         { details: { job: layout.job, partition: layout.partition, key: newest.key, epoch: newest.epoch } },
       )
     }
-    return { epoch: newest.epoch + 1, skipped }
+    return { newest: newest.epoch, invalid }
+  }
+
+  /**
+   * The restore's skipped snapshots and the manifests that do not verify
+   * and that the restore did not try (reported here), newest first.
+   */
+  #skipped(restored: RestoreResult, invalid: readonly InvalidManifest[]): SkippedSnapshot[] {
+    const reported = new Set(restored.skipped.map((s) => s.key))
+    const unreported: SkippedSnapshot[] = invalid
+      .filter((m) => !reported.has(m.ref.key))
+      .map((m) => ({ id: m.ref.id, key: m.ref.key, reason: m.reason, message: m.message }))
+    for (const skipped of unreported) this.emit('restore', { type: 'snapshot-skipped', skipped })
+    // Keys hold the zero-padded (epoch, sequence): descending keys are newest first.
+    return [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
+  }
+
+  /**
+   * Takes the claim. A forced takeover can lose the race to a renewal by
+   * the very holder it replaces (between its read and its compare-and-swap):
+   * then it tries again, a few times. Losing to anyone else, a new owner
+   * that took the claim meanwhile, is a conflict like any other.
+   */
+  async #acquire(store: SnapshotStore, minEpoch: number): Promise<Claim> {
+    const own = this.#ownership!
+    const options = {
+      store, job: this.#o.job, partition: this.#o.partition, minEpoch, leaseMs: own.leaseMs, takeover: own.takeover, clock: own.clock,
+      ...(own.owner === undefined ? {} : { owner: own.owner }),
+    }
+    if (own.takeover !== 'force') return acquireClaim(options)
+    for (let attempt = 1; ; attempt++) {
+      const holder = (await readClaim(store, this.#o.job, this.#o.partition))?.record?.owner.id
+      try {
+        return await acquireClaim(options)
+      } catch (err) {
+        const winner = isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') && err.details?.reason === 'race' ? (err.details.holder as { id?: string } | undefined)?.id : undefined
+        if (attempt >= FORCE_ATTEMPTS || winner === undefined || winner !== holder) throw err
+      }
+    }
+  }
+
+  #startRenewing(claim: Claim): void {
+    this.#renewTimer = setInterval(() => void this.#renew(claim), claim.renewIntervalMs)
+    // The lease must not keep a process alive that has nothing else to do.
+    this.#renewTimer.unref()
+  }
+
+  async #renew(claim: Claim): Promise<void> {
+    // A slow store must not pile up renewals; the next tick tries again.
+    if (this.#renewing || claim.state !== 'held') return
+    this.#renewing = true
+    try {
+      await claim.renew()
+    } catch (error) {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost(error)
+      else this.emit('ownership', { type: 'renew-failed', error, leaseUntil: claim.leaseUntil })
+    } finally {
+      this.#renewing = false
+    }
+  }
+
+  /**
+   * Before each batch commit: nothing more is committed once the partition
+   * stopped (the claim lost), nor once the lease has run out by this host's
+   * clock without a renewal: then another owner may hold the partition,
+   * and only a renewal that succeeds now proves it does not.
+   */
+  readonly #beforeBatchCommit = (): Promise<void> | undefined => {
+    if (this.#failure !== undefined) throw this.#failure.error
+    const claim = this.#claim
+    if (claim === undefined || claim.leaseUntil === null || this.#ownership!.clock() < claim.leaseUntil) return undefined
+    return claim.renew().catch((error: unknown) => {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost(error)
+      throw error
+    })
+  }
+
+  /** The claim is gone: the partition stops within the batch in flight. */
+  #lost(error: unknown): void {
+    if (this.#failure !== undefined) return
+    this.emit('ownership', { type: 'lost', error })
+    this.#fail(error)
   }
 
   /**
@@ -356,12 +500,20 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #fail(error: unknown): void {
     if (this.#failure !== undefined) return
     this.#failure = { error }
-    // No new snapshot of a failed partition; one in flight finishes.
+    // No new snapshot of a failed partition; one in flight finishes (and
+    // does not commit once the claim is lost: its check fails).
     void this.#scheduler?.stop()
+    this.#stopped.abort(error)
   }
 
   #snapshotFailed(error: unknown): void {
     if (this.#failure !== undefined) return
+    // Another owner holds the partition: its claim, or snapshots of a newer
+    // epoch. That is no snapshot failure to retry but the end of this owner.
+    if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST') || (this.#claim !== undefined && isTidemarkError(error, 'TIDEMARK_SNAPSHOT_FENCED'))) {
+      this.#lost(error)
+      return
+    }
     // The partition store itself failed (its reopen after the checkpoint):
     // processing cannot go on, so the partition stops with this error.
     if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
@@ -378,20 +530,63 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   async #shutdown(): Promise<void> {
     this.#state = 'closed'
-    await this.#scheduler?.stop()
-    await this.#snapshotter?.close()
-    await this.#store?.close()
+    if (this.#renewTimer !== undefined) clearInterval(this.#renewTimer)
+    this.#renewTimer = undefined
+    try {
+      await this.#scheduler?.stop()
+      await this.#snapshotter?.close()
+      await this.#store?.close()
+    } finally {
+      // Last, once nothing of this owner can write any more. A claim that
+      // was lost is not released (no request is made).
+      await this.#release()
+    }
+  }
+
+  async #release(): Promise<void> {
+    try {
+      await this.#claim?.release()
+    } catch (error) {
+      // The lease runs out on its own; the next owner just waits for it.
+      this.emit('ownership', { type: 'release-failed', error })
+    }
   }
 }
 
-function waitFor(ms: number, signal: AbortSignal): Promise<void> {
+type ResolvedOwnership = Readonly<Required<Omit<OwnershipSettings, 'owner'>> & Pick<OwnershipSettings, 'owner'>>
+
+function resolveOwnership(value: OwnershipSettings | undefined, snapshots: SnapshotSettings | undefined): ResolvedOwnership | undefined {
+  if (snapshots === undefined) {
+    if (value !== undefined) throw new RangeError('options.ownership needs options.snapshots: the partition\'s claim lives in the snapshot store')
+    return undefined
+  }
+  const store = snapshots.store
+  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
+    throw new RangeError(`options.snapshots.store (${store.url}) cannot hold the partition's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap (conditional puts; a server that ignores them is opened with conditionalPut: false)`)
+  }
+  if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${value === null ? 'null' : typeof value}`)
+  const known = ['leaseMs', 'takeover', 'owner', 'clock']
+  for (const name of Object.keys(value ?? {})) {
+    if (!known.includes(name)) throw new RangeError(`unknown option options.ownership.${name}; known: ${known.join(', ')}`)
+  }
+  const { leaseMs = CLAIM_DEFAULTS.leaseMs, takeover = CLAIM_DEFAULTS.takeover, owner, clock = Date.now } = value ?? {}
+  if (typeof leaseMs !== 'number') throw new TypeError(`options.ownership.leaseMs must be a number, got ${typeof leaseMs}`)
+  if (!Number.isSafeInteger(leaseMs) || leaseMs < 3) throw new RangeError(`options.ownership.leaseMs must be an integer of at least 3 (ms), got ${leaseMs}`)
+  if (takeover !== 'if-expired' && takeover !== 'force') throw new RangeError(`options.ownership.takeover must be 'if-expired' or 'force', got ${JSON.stringify(takeover)}`)
+  if (owner !== undefined && (typeof owner !== 'string' || owner === '')) throw new TypeError(`options.ownership.owner must be a non-empty string, got ${JSON.stringify(owner)}`)
+  if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)
+  return Object.freeze({ leaseMs, takeover, clock, ...(owner === undefined ? {} : { owner }) })
+}
+
+function waitFor(ms: number, ...signals: AbortSignal[]): Promise<void> {
+  if (signals.some((s) => s.aborted)) return Promise.resolve()
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms)
     function done(): void {
       clearTimeout(timer)
-      signal.removeEventListener('abort', done)
+      for (const signal of signals) signal.removeEventListener('abort', done)
       resolve()
     }
-    signal.addEventListener('abort', done, { once: true })
+    for (const signal of signals) signal.addEventListener('abort', done, { once: true })
   })
 }

@@ -38,6 +38,13 @@ export interface FetchOptions {
    * consequences of this one.
    */
   onCommitFailed?: (error: unknown) => void
+  /**
+   * Called before each batch is committed (after the previous commit was
+   * written). When it throws or rejects, that batch is not committed and the
+   * fetch rejects with its error: an owner that can no longer prove it holds
+   * the partition writes nothing more.
+   */
+  beforeCommit?: () => void | Promise<void>
 }
 
 export interface PartitionSynchronizerOptions<E> {
@@ -108,6 +115,10 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
     // keeps those out of a closure's context on the per-event path.
     const commit = async (committing: Transaction, batch: { events: number; offset: bigint; bytes: number }): Promise<void> => {
       if (inFlight !== undefined) await inFlight
+      if (options.beforeCommit !== undefined) {
+        const ready = options.beforeCommit()
+        if (ready !== undefined) await ready
+      }
       const written = committing.commit({ topic, partition, offset: batch.offset })
       inFlight = written.then(() => {
         applied += batch.events

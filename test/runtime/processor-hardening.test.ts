@@ -84,14 +84,15 @@ describe('PartitionProcessor start: manifests that do not verify', () => {
     const events: RestoreEvent[] = []
     second.on('restore', (e) => events.push(e))
     const started = await second.start()
-    expect(started).toMatchObject({ source: 'snapshot', snapshot: snap!.id, epoch: 1, offset: 499n })
+    // Each owner's epoch is its claim's: the first owner's 1, this one's 2.
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: snap!.id, epoch: 2, offset: 499n })
     const junk = [`${manifests}9999999999-000000000000.json`, `${manifests}0000000000-999999999999.json`]
     expect(started.skipped.map((s) => s.key)).toEqual(junk)
     expect(started.skipped.every((s) => s.reason === 'manifest-unreadable')).toBe(true)
     const reported = events.flatMap((e) => (e.type === 'snapshot-skipped' ? [e.skipped.key] : []))
     expect(reported.sort()).toEqual([...junk].sort())
     await second.catchUp()
-    expect(await second.snapshot()).toMatchObject({ epoch: 1, sequence: 1 })
+    expect(await second.snapshot()).toMatchObject({ epoch: 2, sequence: 1 })
     expect(await readTotals(second.store)).toEqual(fold(999))
     await second.close()
     await log.close()
@@ -107,7 +108,7 @@ describe('PartitionProcessor start: manifests that do not verify', () => {
     await first.snapshot()
     await first.close()
     const second = processor(join(dir, 'b'), log, snapshots)
-    expect((await second.start()).epoch).toBe(1)
+    expect((await second.start()).epoch).toBe(2)
     await second.catchUp()
     const newest = await second.snapshot()
     await second.close()
@@ -118,7 +119,7 @@ describe('PartitionProcessor start: manifests that do not verify', () => {
     const events: RestoreEvent[] = []
     third.on('restore', (e) => events.push(e))
     const started = await third.start()
-    expect(started).toMatchObject({ source: 'snapshot', snapshot: newest!.id, epoch: 2, offset: 599n })
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: newest!.id, epoch: 3, offset: 599n })
     expect(started.skipped).toMatchObject([{ key: junk, id: '0000000000-000000000005', reason: 'manifest-unreadable' }])
     expect(events.filter((e) => e.type === 'snapshot-skipped')).toMatchObject([{ skipped: { key: junk } }])
     await third.close()

@@ -38,7 +38,8 @@ describe('PartitionProcessor', () => {
     const progress: Progress[] = []
     second.on('progress', (p) => progress.push(p))
     const started = await second.start()
-    expect(started).toMatchObject({ source: 'snapshot', snapshot: snap!.id, offset: 1999n, epoch: 1 })
+    // The first owner's claim had epoch 1; the next claim's is above it.
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: snap!.id, offset: 1999n, epoch: 2 })
     expect(started.bytesDownloaded).toBeGreaterThan(0)
     expect(await second.catchUp()).toBe(1000)
     expect(await readTotals(second.store)).toEqual(fold(2999))
