@@ -11,6 +11,9 @@ export default defineConfig({
     setupFiles: ['test/setup/worker.ts'],
     reporters: ['default', './test/torture/figures-reporter.ts'],
     pool: 'forks',
+    // Two files at a time even on 2 cores: the kill loops mostly wait for
+    // their child processes (and the Kafka mock's first fetch).
+    maxWorkers: 2,
     testTimeout: 1_800_000,
     hookTimeout: 120_000,
     teardownTimeout: 30_000,

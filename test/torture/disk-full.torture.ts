@@ -23,6 +23,7 @@ afterAll(() => {
 })
 
 function noted(error: unknown): { code?: string; retriable?: boolean; cause?: { code?: string } } {
+  expect(error, 'the call that found the disk full failed').toBeInstanceOf(Error)
   const e = error as { code?: string; retriable?: boolean; cause?: { code?: string } }
   figures.diskFullErrors[e.code ?? String(error)] = (figures.diskFullErrors[e.code ?? String(error)] ?? 0) + 1
   return e
@@ -44,7 +45,8 @@ describe('disk full', () => {
     const dir = tempDir('tidemark-torture-enospc-')
     const log = await openFileLog(join(dir, 'log'), { sync: false })
     try {
-      const events = 20_000
+      // Enough for every round: at most 8 batches of 500 up to the full disk, then at most 3000 more.
+      const events = 8000 * ROUNDS
       await Promise.all(Array.from({ length: events }, (_, i) => log.append(Buffer.from(JSON.stringify(saleAt(i))))))
       const expired = deadline(120_000)
       for (let round = 0; round < ROUNDS && !expired(); round++) {
@@ -53,8 +55,10 @@ describe('disk full', () => {
         // An independent fold up to the position: nothing committed was lost.
         expect(await readTotals(processor.store)).toEqual(fold(Number(started.offset ?? -1n)))
         const at = r.int(1, 8)
+        let reached = false
         const restore = interceptBatchWrites(async (n, real) => {
           if (n !== at) return real()
+          reached = true
           figures.diskFullInjected++
           throw Object.assign(new Error('IO error: 000005.log: No space left on device'), { code: 'LEVEL_IO_ERROR' })
         })
@@ -62,6 +66,7 @@ describe('disk full', () => {
         processor.on('commit', ({ offset }) => { committed = offset })
         const error = await processor.catchUp().then(() => undefined, (e: unknown) => e)
         restore()
+        expect(reached, `round ${round}: batch write ${at} happened`).toBe(true)
         figures.diskFullCases++
         expect(noted(error), `round ${round}: the batch write ${at} found the disk full`).toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED', retriable: true })
         await processor.close()
