@@ -571,7 +571,8 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   }
   const { leaseMs = CLAIM_DEFAULTS.leaseMs, takeover = CLAIM_DEFAULTS.takeover, owner, clock = Date.now } = value ?? {}
   if (typeof leaseMs !== 'number') throw new TypeError(`options.ownership.leaseMs must be a number, got ${typeof leaseMs}`)
-  if (!Number.isSafeInteger(leaseMs) || leaseMs < 3) throw new RangeError(`options.ownership.leaseMs must be an integer of at least 3 (ms), got ${leaseMs}`)
+  // Renewed on a timer every third of it, and timers hold at most 2^31 - 1 ms.
+  if (!Number.isSafeInteger(leaseMs) || leaseMs < 3 || leaseMs > 2 ** 31 - 1) throw new RangeError(`options.ownership.leaseMs must be an integer from 3 to ${2 ** 31 - 1} (ms), got ${leaseMs}`)
   if (takeover !== 'if-expired' && takeover !== 'force') throw new RangeError(`options.ownership.takeover must be 'if-expired' or 'force', got ${JSON.stringify(takeover)}`)
   if (owner !== undefined && (typeof owner !== 'string' || owner === '')) throw new TypeError(`options.ownership.owner must be a non-empty string, got ${JSON.stringify(owner)}`)
   if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)

@@ -322,7 +322,7 @@ for (const backend of backends) {
       const at = backend.location()
       const oldStore = at.open()
       const renewals = failClaimRenewals(oldStore)
-      const old = processor(join(dir, 'a'), log, oldStore, { ownership: { leaseMs: 3000 } })
+      const old = processor(join(dir, 'a'), log, oldStore, { ownership: { leaseMs: 6000 } })
       await old.start()
       await old.catchUp()
       const stop = new AbortController()
@@ -334,12 +334,12 @@ for (const backend of backends) {
       expect(failedRenewal.leaseUntil).toBe(old.claim!.leaseUntil)
 
       // Still live: a new owner without force is refused, and touches nothing.
-      const early = processor(join(dir, 'b'), log, at.open(), { ownership: { leaseMs: 3000 } })
+      const early = processor(join(dir, 'b'), log, at.open(), { ownership: { leaseMs: 6000 } })
       await expect(early.start()).rejects.toMatchObject(conflict('live-lease'))
       expect(existsSync(join(dir, 'b'))).toBe(false)
 
       // Past the lease by the new owner's clock: it takes over without force.
-      const next = processor(join(dir, 'b'), log, at.open(), { ownership: { leaseMs: 3000, clock: () => Date.now() + 10_000 } })
+      const next = processor(join(dir, 'b'), log, at.open(), { ownership: { leaseMs: 6000, clock: () => Date.now() + 10_000 } })
       const started = await next.start()
       expect(started.epoch).toBeGreaterThan(old.claim!.epoch)
       expect(started.epoch).toBe(2)
@@ -415,6 +415,7 @@ describe('PartitionProcessor ownership', () => {
     }
     expect(() => new PartitionProcessor({ ...base, snapshots: undefined, ownership: {} })).toThrow(/options\.ownership needs options\.snapshots/)
     expect(() => new PartitionProcessor({ ...base, ownership: { leaseMs: 0 } })).toThrow(RangeError)
+    expect(() => new PartitionProcessor({ ...base, ownership: { leaseMs: 2 ** 31 } })).toThrow(/ownership\.leaseMs must be an integer from 3 to 2147483647/)
     expect(() => new PartitionProcessor({ ...base, ownership: { leaseMs: '1s' as unknown as number } })).toThrow(/ownership\.leaseMs must be a number/)
     expect(() => new PartitionProcessor({ ...base, ownership: { takeover: 'always' as 'force' } })).toThrow(/ownership\.takeover/)
     expect(() => new PartitionProcessor({ ...base, ownership: { owner: '' } })).toThrow(/ownership\.owner/)
