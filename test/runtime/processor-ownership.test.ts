@@ -406,6 +406,30 @@ describe('PartitionProcessor ownership', () => {
     expect(await positionAt(join(dir, 'a'))).toBe(199n)
   })
 
+  it('a snapshot fenced by a newer epoch (a writer that never held the claim) stops the partition too, not a snapshot failure to retry', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 400)
+    const store = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(join(dir, 'a'), log, store)
+    await p.start()
+    await p.catchUp({ end: 200n })
+    const mine = (await p.snapshot())!
+    // An older Tidemark, which takes "highest epoch + 1" without a claim, commits epoch 2.
+    const chunks: Buffer[] = []
+    for await (const chunk of await store.get(mine.key)) chunks.push(chunk as Buffer)
+    const doc = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>
+    await store.put(`${MANIFESTS}0000000002-000000000001.json`, Buffer.from(JSON.stringify({ ...doc, epoch: 2, sequence: 1, id: '0000000002-000000000001' })))
+    const failed: unknown[] = []
+    p.on('snapshot-failed', (error) => failed.push(error))
+    const lostEvent = nextOwnershipEvent(p, 'lost')
+    await p.catchUp({ end: 300n })
+    expect(await p.snapshot()).toBeUndefined()
+    expect((await lostEvent).error).toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED', details: { newerEpoch: 2 } })
+    expect(failed).toEqual([])
+    await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED' })
+    expect(await positionAt(join(dir, 'a'))).toBe(299n)
+  })
+
   it('validates the ownership options at construction', () => {
     const dir = tempDir()
     const store = new FsSnapshotStore({ root: dir })
