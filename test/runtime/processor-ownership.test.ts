@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { S3SnapshotStore, type S3SnapshotStoreOptions } from '../../connectors/s3/index.js'
 import {
-  FsSnapshotStore, PartitionProcessor, PartitionStore, TidemarkError, openFileLog, readClaim,
+  FsSnapshotStore, PartitionProcessor, PartitionStore, TidemarkError, acquireClaim, openFileLog, readClaim,
   type EventHandler, type FileLog, type OwnershipEvent, type SnapshotStore,
 } from '../../src/index.js'
 import { s3Service } from '../helpers/services.js'
@@ -254,8 +254,9 @@ for (const backend of backends) {
       const log = await filledLog(join(dir, 'log'), 1000)
       const at = backend.location()
       const gate = gatedHandler(550n)
-      // Renewals every 100 ms: that is how the old owner learns of the takeover here.
-      const old = processor(join(dir, 'a'), log, at.open(), { handler: gate.handler, ownership: { leaseMs: 300 } })
+      // Renewals every 500 ms: that is how the old owner learns of the takeover
+      // here. (A forced acquire that loses the race to one of them tries again.)
+      const old = processor(join(dir, 'a'), log, at.open(), { handler: gate.handler, ownership: { leaseMs: 1500 } })
       expect((await old.start()).epoch).toBe(1)
       await old.catchUp({ end: 300n })
       const before = (await old.snapshot())!
@@ -428,6 +429,39 @@ describe('PartitionProcessor ownership', () => {
     expect(failed).toEqual([])
     await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED' })
     expect(await positionAt(join(dir, 'a'))).toBe(299n)
+  })
+
+  it("a forced takeover that loses the race to a renewal of the holder it replaces tries again; one that loses to another new owner fails with TIDEMARK_OWNERSHIP_CONFLICT", async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 100)
+    const root = join(dir, 'snapshots')
+    const old = processor(join(dir, 'a'), log, new FsSnapshotStore({ root }))
+    await old.start()
+    /** A store whose first compare-and-swap of the claim lets `before()` run first. */
+    const racing = (before: () => Promise<unknown>): FsSnapshotStore => {
+      const store = new FsSnapshotStore({ root })
+      const put = store.put.bind(store)
+      let raced = false
+      store.put = async (key, body, options) => {
+        if (!raced && key === CLAIM_KEY && options?.ifMatch !== undefined) {
+          raced = true
+          await before()
+        }
+        return put(key, body, options)
+      }
+      onTestFinished(() => store.close())
+      return store
+    }
+    const next = processor(join(dir, 'b'), log, racing(() => old.claim!.renew()), { ownership: { takeover: 'force' } })
+    const lostEvent = nextOwnershipEvent(old, 'lost')
+    expect((await next.start()).epoch).toBe(2)
+    await old.snapshot()
+    expect((await lostEvent).error).toMatchObject(lost({ reason: 'taken-over', currentEpoch: 2 }))
+
+    const third = processor(join(dir, 'c'), log, racing(() => acquireClaim({ store: new FsSnapshotStore({ root }), job: JOB, partition: 0, takeover: 'force' })), { ownership: { takeover: 'force' } })
+    await expect(third.start()).rejects.toMatchObject(conflict('race'))
+    expect(existsSync(join(dir, 'c'))).toBe(false)
+    await next.close()
   })
 
   it('validates the ownership options at construction', () => {
