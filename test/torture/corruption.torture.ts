@@ -311,7 +311,9 @@ describe('junk manifests', () => {
     ['another partition in the body', (g) => ({ key: layout.manifestKey(g.epoch, g.sequence + 1), body: encodeManifest({ ...g, partition: '7', id: idOf(g.epoch, g.sequence + 1), sequence: g.sequence + 1 }) })],
     ['another epoch in the body than in the name', (g) => ({ key: layout.manifestKey(g.epoch + 1, g.sequence + 1), body: encodeManifest({ ...g, id: idOf(g.epoch, g.sequence + 1), sequence: g.sequence + 1 }) })],
     ['the name 9999999999-000000000000.json', () => ({ key: `${layout.manifestPrefix}9999999999-000000000000.json`, body: Buffer.from('junk') })],
-    ['the name 0000000000-999999999999.json', () => ({ key: `${layout.manifestPrefix}0000000000-999999999999.json`, body: Buffer.from('junk') })],
+    // 0000000000-999999999999.json when the good snapshot's epoch is 0: the
+    // last sequence of its epoch, so that it is the newest manifest.
+    ['the name <epoch>-999999999999.json', (g) => ({ key: layout.manifestKey(g.epoch, 999_999_999_999), body: Buffer.from('junk') })],
   ]
 
   for (const [what, make] of junk) {
