@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { Readable } from 'node:stream'
 import { TidemarkError, isTidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
@@ -73,6 +74,23 @@ export interface StoredClaim {
  */
 export async function acquireClaim(options: AcquireClaimOptions): Promise<Claim> {
   const o = resolveOptions(options)
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await acquireOnce(o)
+    } catch (err) {
+      // radosgw can answer 409 to each of two conditional puts in flight at
+      // once, so that neither lands: a race nobody won is run again (its
+      // reads see the same claim, so the rules above decide as before).
+      if (!isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || err.details.noWinner !== true || attempt >= RACE_ATTEMPTS) throw err
+      await delay(Math.floor(Math.random() * 20 * attempt))
+    }
+  }
+}
+
+/** How often a race that nobody won is run again before its conflict is reported. */
+const RACE_ATTEMPTS = 5
+
+async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
   const layout = new SnapshotLayout(o.job, o.partition)
   const { store } = o
   const key = layout.claimKey
@@ -121,8 +139,11 @@ export async function acquireClaim(options: AcquireClaimOptions): Promise<Claim>
   const written = await writeClaim(store, key, record, current?.etag)
   if ('lostTo' in written) {
     const winner = written.lostTo?.record
+    // The object is as it was before our put: the put failed, but nobody else's landed either.
+    const noWinner = written.lostTo === undefined ? current === undefined : written.lostTo.etag === current?.etag
     throw conflict('race', `another owner${winner === undefined ? '' : ` (${winner.owner.name}, id ${winner.owner.id}, epoch ${winner.epoch})`} took ${where} first`, key, {
       ...(winner === undefined ? {} : { holder: winner.owner, epoch: winner.epoch, leaseUntil: winner.leaseUntil }),
+      ...(noWinner ? { noWinner: true } : {}),
     })
   }
   return new Claim(store, key, record, written.etag, o.clock)

@@ -298,6 +298,21 @@ for (const backend of backends) {
       await claim.renew()
     })
 
+    it('a race that nobody won (both conditional puts refused, as radosgw does with 409) is run again, and one acquirer gets the claim', async () => {
+      const { store } = backend.open()
+      const first = await acquireClaim(base(store))
+      await first.release()
+      // One wrapped call: the compare-and-swap is refused without landing, as
+      // when two conditional requests were in flight at once and both got 409.
+      const spy = vi.spyOn(store, 'put').mockImplementationOnce(async (key) => {
+        throw new TidemarkError('TIDEMARK_DFS_PRECONDITION_FAILED', 'injected: a conflicting conditional request was in flight', { details: { key } })
+      })
+      const claim = await acquireClaim(base(store))
+      expect(spy.mock.calls.length).toBeGreaterThanOrEqual(2)
+      expect(claim.epoch).toBe(first.epoch + 1)
+      await claim.check()
+    })
+
     it('check costs one HEAD while the claim is held; renewals and checks run in call order', async () => {
       const { store } = backend.open()
       const claim = await acquireClaim(base(store))
