@@ -3,13 +3,31 @@ import { once } from 'node:events'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '../../connectors/kafka/index.js'
+import { StatefulConsumer, type PartitionStarted } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type Produced, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
+
+function running(c: StatefulConsumer<WordEvent>): number {
+  return c.partitions().filter((p) => p.state === 'running').length
+}
+
+/** Resolves when `ready()` holds, looking again after every assignment, start and close of the consumers given. */
+function until(consumers: Array<StatefulConsumer<WordEvent>>, ready: () => boolean): Promise<void> {
+  const events = ['assignment', 'partition-started', 'partition-closed'] as const
+  return new Promise((resolve) => {
+    const check = (): void => {
+      if (!ready()) return
+      for (const c of consumers) for (const e of events) c.off(e, check)
+      resolve()
+    }
+    for (const c of consumers) for (const e of events) c.on(e, check)
+    check()
+  })
+}
 
 /** Resolves with the next `count` partition-started events of a consumer. */
 function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
@@ -51,38 +69,36 @@ describe('StatefulConsumer: two members of one group', () => {
     const b = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
     onTestFinished(async () => { await a.close() })
     onTestFinished(async () => { await b.close() })
-    const aStarted = nextStarts(a, 4)
+    const starts = { a: new Map<number, PartitionStarted>(), b: new Map<number, PartitionStarted>() }
+    a.on('partition-started', (s) => starts.a.set(s.partition, s))
+    b.on('partition-started', (s) => starts.b.set(s.partition, s))
+    const revokedFromA = new Set<number>()
+    a.on('partition-closed', (c) => {
+      if (c.reason === 'revoked') revokedFromA.add(c.partition)
+    })
     await a.start()
-    await aStarted
+    await until([a, b], () => running(a) === 4)
     await committedThrough([a], produced)
 
-    // B joins: the group splits the four partitions, two each. B's come
-    // from A's hand-off snapshots or older ones plus a replay; either way exact.
-    const bStarted = nextStarts(b, 2)
-    const aRevoked = new Promise<PartitionClosed[]>((resolve) => {
-      const closed: PartitionClosed[] = []
-      a.on('partition-closed', (c) => {
-        closed.push(c)
-        if (closed.length === 2) resolve(closed)
-      })
-    })
+    // B joins: the group splits the four partitions, two each (the mock may
+    // take a few rebalances to get there). B's come from A's revocation
+    // hand-off snapshots or older ones plus a replay; either way exact.
     await b.start()
-    const fromB = await bStarted
-    const revoked = await aRevoked
-    expect(revoked.map((c) => `${c.topic}-${c.partition}:${c.reason}`).sort()).toEqual(fromB.map((s) => `${s.topic}-${s.partition}:revoked`).sort())
-    expect(a.partitions().filter((p) => p.state === 'running')).toHaveLength(2)
+    await until([a, b], () => running(a) === 2 && running(b) === 2)
+    const onB = b.partitions().map((p) => p.partition)
+    expect(onB.every((p) => revokedFromA.has(p))).toBe(true)
     const more = await produceWords(producer, topic, PARTITIONS, 100, 50, 1)
     await committedThrough([a, b], more)
 
     // A closes: it hands off with a snapshot before it leaves, so B restores
     // exactly where A stopped and replays nothing.
-    const bTakesOver = nextStarts(b, 2)
+    const onA = a.partitions().map((p) => p.partition).sort()
     const { partitions: handedOff } = await a.close()
-    expect(handedOff).toHaveLength(2)
-    const takenOver = await bTakesOver
-    for (const s of takenOver) {
-      const h = handedOff.find((c) => c.topic === s.topic && c.partition === s.partition)!
-      expect(h.handoff?.positions[0]?.offset, `${s.topic}-${s.partition}`).toBe(h.position)
+    expect(handedOff.map((c) => c.partition).sort()).toEqual(onA)
+    await until([b], () => running(b) === 4)
+    for (const h of handedOff) {
+      const s = starts.b.get(h.partition)!
+      expect(h.handoff?.positions[0]?.offset, `${h.topic}-${h.partition}`).toBe(h.position)
       expect(s.source).toBe('snapshot')
       expect(s.snapshot).toBe(h.handoff!.id)
       expect(s.position).toBe(h.position)
@@ -107,7 +123,7 @@ describe('StatefulConsumer: two members of one group', () => {
     onTestFinished(() => {
       child.kill('SIGKILL')
     })
-    // Waits until the worker committed every record of every partition.
+    // Waits until the worker committed every record of every partition and snapshotted each.
     await childCommitted(child, new Map(PARTITIONS.map((p) => [`${topic}-${p}`, 399n])))
     child.kill('SIGKILL')
     await once(child, 'exit')
@@ -115,26 +131,29 @@ describe('StatefulConsumer: two members of one group', () => {
     // More records, then a member that finds the dead one's partitions once
     // the group expires it (session timeout).
     const more = await produceWords(producer, topic, PARTITIONS, 100, 50, 1)
-    const b = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
+    // The dead worker never releases its claims: B takes them by force after handoff.waitMs.
+    const b = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }, { handoff: { waitMs: 500 } }))
     onTestFinished(async () => { await b.close() })
     const started = nextStarts(b, 4)
     await b.start()
     const starts = await started
     // Restored from what the worker's scheduled snapshots left (every 150 records), then replayed.
-    expect(starts.every((s) => s.source === 'snapshot')).toBe(true)
+    expect(starts.map((s) => `${s.partition}:${s.source}`).sort()).toEqual(PARTITIONS.map((p) => `${p}:snapshot`))
     await committedThrough([b], more)
     await b.close()
     await expectExactState(snapshotRoot, job, [...produced, ...more])
   })
 })
 
-/** Resolves when the child reported a commit at or past each partition's offset. */
+/** Resolves when the child reported a commit at or past each partition's offset, and a snapshot of each. */
 async function childCommitted(child: ChildProcess, want: Map<string, bigint>): Promise<void> {
+  const snapshots = new Set(want.keys())
   const lines = createInterface({ input: child.stdout! })
   for await (const line of lines) {
-    const event = JSON.parse(line) as { commit?: string; offset?: string }
+    const event = JSON.parse(line) as { commit?: string; snapshot?: string; offset?: string }
     if (event.commit !== undefined && want.has(event.commit) && BigInt(event.offset!) >= want.get(event.commit)!) want.delete(event.commit)
-    if (want.size === 0) break
+    if (event.snapshot !== undefined) snapshots.delete(event.snapshot)
+    if (want.size === 0 && snapshots.size === 0) break
   }
   lines.close()
 }

@@ -82,6 +82,11 @@ export class AssignmentHandler<V> {
     return { assigned, revoked }
   }
 
+  /** The task of a partition assigned here, in whatever state. */
+  current(topic: string, partition: number): PartitionTask<V> | undefined {
+    return this.#current.get(partitionKey({ topic, partition }))?.task
+  }
+
   /** The task of a partition that is running here, if any. */
   running(topic: string, partition: number): PartitionTask<V> | undefined {
     const task = this.#current.get(partitionKey({ topic, partition }))?.task

@@ -72,7 +72,18 @@ export interface StatefulConsumerOptions<V = unknown> {
    * background (or not at all if the process exits), and the next owner
    * replays from the snapshot before. Default { snapshot: true, timeoutMs: 30000 } when snapshots are on.
    */
-  handoff?: { snapshot?: boolean; timeoutMs?: number }
+  handoff?: {
+    snapshot?: boolean
+    timeoutMs?: number
+    /**
+     * How long a newly assigned partition waits for its previous owner to
+     * release its claim (which that owner does right after its hand-off
+     * snapshot) before taking it by force. Only with a snapshot store that
+     * holds claims (conditional writes). A partition whose owner crashed
+     * waits this long. Default 10000.
+     */
+    waitMs?: number
+  }
   /**
    * Where a partition without state starts (no local store, no snapshot):
    * 'earliest' (the default) folds the partition from the first record the
@@ -109,6 +120,7 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   batchSize: 1000,
   concurrency: 4,
   handoffTimeoutMs: 30_000,
+  handoffWaitMs: 10_000,
   startFrom: 'earliest' as const,
   onTruncated: 'fail' as const,
   onDecodeError: 'stop' as const,
@@ -128,7 +140,7 @@ export interface ResolvedConsumerOptions<V> {
   readonly batchSize: number
   readonly concurrency: number
   readonly snapshots: ConsumerSnapshotSettings | undefined
-  readonly handoff: { readonly snapshot: boolean; readonly timeoutMs: number }
+  readonly handoff: { readonly snapshot: boolean; readonly timeoutMs: number; readonly waitMs: number }
   readonly startFrom: 'earliest' | 'latest'
   readonly onTruncated: 'fail' | 'reset-to-earliest'
   readonly onDecodeError: DecodeErrorPolicy
@@ -174,6 +186,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   if (typeof handoffSnapshot !== 'boolean') throw new TypeError(`options.handoff.snapshot must be a boolean, got ${describe(handoffSnapshot)}`)
   if (handoffSnapshot && options.snapshots === undefined) throw new TypeError('options.handoff.snapshot needs options.snapshots (where would the snapshot go?)')
   const timeoutMs = integer(handoff.timeoutMs ?? CONSUMER_DEFAULTS.handoffTimeoutMs, 'options.handoff.timeoutMs', 0, 2 ** 31 - 1)
+  const waitMs = integer(handoff.waitMs ?? CONSUMER_DEFAULTS.handoffWaitMs, 'options.handoff.waitMs', 0, 2 ** 31 - 1)
   const startFrom = options.startFrom ?? CONSUMER_DEFAULTS.startFrom
   if (startFrom !== 'earliest' && startFrom !== 'latest') throw new TypeError(`options.startFrom must be 'earliest' or 'latest', got ${describe(startFrom)}`)
   const onTruncated = options.onTruncated ?? CONSUMER_DEFAULTS.onTruncated
@@ -205,7 +218,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     batchSize,
     concurrency,
     snapshots: options.snapshots,
-    handoff: Object.freeze({ snapshot: handoffSnapshot, timeoutMs }),
+    handoff: Object.freeze({ snapshot: handoffSnapshot, timeoutMs, waitMs }),
     startFrom,
     onTruncated,
     onDecodeError,

@@ -49,8 +49,8 @@ export interface PartitionClosed extends TopicPartition {
   counts: PartitionCounts
   /** The hand-off snapshot, when one was taken in time. */
   handoff?: SnapshotResult
-  /** The hand-off snapshot did not finish within handoff.timeoutMs (it goes on in the background) or failed. */
-  handoffFailed?: 'timeout' | 'failed'
+  /** The hand-off snapshot did not finish within handoff.timeoutMs (it goes on in the background), failed, or was not taken because another owner holds the partition's claim. */
+  handoffFailed?: 'timeout' | 'failed' | 'lost'
   handoffMs: number
 }
 
@@ -69,6 +69,9 @@ export interface TaskServices {
     truncated(tp: TopicPartition, info: { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }): void
   }
 }
+
+/** How often a running partition looks at its claim (one HEAD of the snapshot store). */
+const OWNERSHIP_CHECK_MS = 1000
 
 export type TaskState = 'new' | 'starting' | 'running' | 'closing' | 'closed' | 'failed'
 
@@ -101,6 +104,10 @@ export class PartitionTask<V> {
   /** The batch being applied: close() waits for it. */
   #busy: Promise<unknown> | undefined
   #failure: unknown
+  /** The claim was found taken over by a newer owner. */
+  #lost: TidemarkError | undefined
+  #checking = false
+  #checkedAt = performance.now()
   /** Settles when the store is closed (after a hand-off snapshot that outlived its timeout, too). */
   #closed: Promise<void> | undefined
 
@@ -150,7 +157,7 @@ export class PartitionTask<V> {
     const tp = { topic: this.topic, partition: this.partition }
     try {
       const snapshots = o.snapshots
-      this.#ownership = await acquireOwnership(snapshots?.store, o.job, this.key)
+      this.#ownership = await acquireOwnership({ store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs })
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
         restored = await restoreSnapshot({
@@ -257,6 +264,7 @@ export class PartitionTask<V> {
     let i = 0
     try {
       while (i < messages.length && this.#state === 'running') {
+        this.#checkOwnership()
         const tx = store.transaction()
         const deadLetters: DeadLetter[] = []
         const skipped: Array<{ offset: bigint; error: unknown }> = []
@@ -347,6 +355,26 @@ export class PartitionTask<V> {
   }
 
   /**
+   * Looks at the claim at most once per OWNERSHIP_CHECK_MS, in the
+   * background; the batch after a check found the claim taken over fails
+   * with TIDEMARK_OWNERSHIP_LOST, which stops the partition.
+   */
+  #checkOwnership(): void {
+    if (this.#lost !== undefined) throw this.#lost
+    const ownership = this.#ownership
+    if (ownership === undefined || !ownership.claimed || this.#checking) return
+    const now = performance.now()
+    if (now - this.#checkedAt < OWNERSHIP_CHECK_MS) return
+    this.#checking = true
+    this.#checkedAt = now
+    ownership.check().then(() => undefined, (error: unknown) => {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost = error
+    }).finally(() => {
+      this.#checking = false
+    })
+  }
+
+  /**
    * Ends the task: waits for the batch being applied (its commit included),
    * takes a hand-off snapshot within handoff.timeoutMs when asked to, closes
    * the store and releases ownership. A failed task only closes.
@@ -364,7 +392,11 @@ export class PartitionTask<V> {
     }
     if (this.#state === 'running' && options.handoff && this.#scheduler !== undefined) {
       this.#state = 'closing'
-      const snapshot = this.#scheduler.trigger().then((r) => r ?? ('failed' as const))
+      // A newer owner's claim: its snapshots fence ours, and it replays from its own.
+      const lost = this.#lost ?? await this.#ownership?.check().then(() => undefined, (error: unknown) => error)
+      const snapshot = lost !== undefined
+        ? Promise.resolve(isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' as const : 'failed' as const)
+        : this.#scheduler.trigger().then((r) => r ?? ('failed' as const))
       let timer: NodeJS.Timeout | undefined
       const timeout = new Promise<'timeout'>((resolve) => {
         timer = setTimeout(() => resolve('timeout'), this.#o.handoff.timeoutMs)
@@ -396,8 +428,12 @@ export class PartitionTask<V> {
   }
 
   #snapshotFailed(error: unknown): void {
-    // A store that failed in a snapshot's reopen cannot go on.
-    if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
+    // A store that failed in a snapshot's reopen cannot go on; an owner whose
+    // snapshots are fenced by a newer owner must not go on either.
+    const stops = isTidemarkError(error) && (
+      (error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) || error.code === 'TIDEMARK_SNAPSHOT_FENCED' || error.code === 'TIDEMARK_OWNERSHIP_LOST'
+    )
+    if (stops) {
       this.#failure ??= error
       this.#state = 'failed'
       this.#closed ??= this.#shutdown()

@@ -10,6 +10,9 @@ import {
   PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
 
+/** Restarts of the kafkajs consumer after crashes it would not restart from, without a join in between. */
+const MAX_RESTARTS = 5
+
 /** Headers a dead-lettered record carries besides its own: where it came from and why it failed. */
 export const DEAD_LETTER_HEADERS = Object.freeze({
   topic: 'tidemark-dlq-source-topic',
@@ -80,6 +83,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #state: 'new' | 'starting' | 'running' | 'closing' | 'closed' = 'new'
   #closing: Promise<CloseResult> | undefined
   #memberId: string | undefined
+  /** kafkajs crashes since the last successful join. */
+  #crashes = 0
 
   constructor(options: StatefulConsumerOptions<V>) {
     super()
@@ -112,27 +117,54 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     const c = this.#consumer
     c.on(c.events.GROUP_JOIN, ({ payload }) => {
       this.#memberId = payload.memberId
+      this.#crashes = 0
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
       const change = this.#assignments.assign(partitions)
       this.emit('assignment', { partitions, ...change })
     })
-    c.on(c.events.CRASH, ({ payload }) => this.emit('crash', { error: payload.error, restart: payload.restart }))
+    c.on(c.events.CRASH, ({ payload }) => {
+      const restart = payload.restart || this.#restartAfterCrash()
+      this.emit('crash', { error: payload.error, restart })
+    })
     try {
       await this.#admin.connect()
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
-      await c.run({
-        autoCommit: true,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: this.options.concurrency,
-        eachBatch: (payload) => this.#eachBatch(payload),
-      })
+      await this.#run()
     } catch (err) {
       this.#state = 'closed'
       await Promise.allSettled([c.disconnect(), this.#admin.disconnect()])
       throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `the consumer of group ${this.options.groupId} could not start: ${(err as Error)?.message ?? err}`, { cause: err })
     }
     this.#state = 'running'
+  }
+
+  #run(): Promise<void> {
+    return this.#consumer.run({
+      autoCommit: true,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.options.concurrency,
+      eachBatch: (payload) => this.#eachBatch(payload),
+    })
+  }
+
+  /**
+   * kafkajs gives up on a crash it deems not retriable, also one in a
+   * join that the next attempt would survive (librdkafka's mock answers a
+   * racing SyncGroup with INVALID_REQUEST now and then). The partitions'
+   * state is safe in their stores, so the member rejoins, up to
+   * MAX_RESTARTS times without a successful join in between; after that
+   * the crash is final and reported so (restart: false).
+   */
+  #restartAfterCrash(): boolean {
+    if ((this.#state !== 'running' && this.#state !== 'starting') || this.#crashes >= MAX_RESTARTS) return false
+    this.#crashes++
+    const timer = setTimeout(() => {
+      if (this.#state !== 'running' && this.#state !== 'starting') return
+      this.#consumer.connect().then(() => this.#run()).catch((error: unknown) => this.emit('crash', { error, restart: false }))
+    }, 500 * this.#crashes)
+    timer.unref()
+    return true
   }
 
   /** This member's id in the group, once it joined. */
@@ -203,8 +235,16 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   async #eachBatch({ batch, resolveOffset, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch
     if (this.#state !== 'running' && this.#state !== 'starting') return
-    const task = this.#assignments.running(topic, partition)
+    const task = this.#assignments.current(topic, partition)
     if (task === undefined || isStale() || batch.messages.length === 0) return
+    if (task.state === 'failed') {
+      // It stopped outside a batch (its store failed in a snapshot's reopen,
+      // a newer owner fenced its snapshots): stop fetching it, and say so once.
+      this.#pause({ topic, partition })
+      this.emit('partition-failed', { topic, partition, error: task.failure })
+      return
+    }
+    if (task.state !== 'running') return
     const applying = task.apply(batch.messages)
     this.#inFlight.add(applying)
     try {
