@@ -1,6 +1,7 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted, type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
 import { isTidemarkError } from '../../src/errors.js'
+import { acquireClaim } from '../../src/ownership/claim.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type Produced, type WordEvent } from './fixture.js'
@@ -79,5 +80,40 @@ describe('StatefulConsumer: where a partition starts', () => {
     const later = await produceWords(producer, topic, [2], 5, 100, 9)
     await committedThrough([c], later)
     expect(await readState(c.store(topic, 2)!)).toEqual(fold(later))
+  })
+})
+
+describe('StatefulConsumer: ownership', () => {
+  it('a partition whose claim a newer owner took stops with TIDEMARK_OWNERSHIP_LOST within a batch, and hands nothing off', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-owner')
+    const job = randomName('job')
+    const snapshotRoot = tempDir()
+    const first = await produceWords(producer, topic, [0, 1, 2, 3], 10)
+    const c = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
+    const done = committedThrough([c], first)
+    await c.start()
+    await done
+    // Another process takes partition 0 by force (an operator, or a member of a newer generation).
+    const store = c.options.snapshots!.store
+    const claim = await acquireClaim({ store, job, partition: `${topic}-0`, leaseMs: null, takeover: 'force' })
+    expect(claim.epoch).toBeGreaterThan(0)
+    const failed = new Promise<unknown>((resolve) => c.on('partition-failed', (f) => {
+      if (f.partition === 0) resolve(f.error)
+    }))
+    // It keeps producing until the partition notices (a claim is looked at once a second).
+    const ticker = setInterval(() => void produceWords(producer, topic, [0], 1, 1, 4).catch(() => undefined), 100)
+    onTestFinished(() => clearInterval(ticker))
+    const error = await failed
+    clearInterval(ticker)
+    expect(isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')).toBe(true)
+    expect(c.partitions().find((p) => p.partition === 0)?.state).toBe('failed')
+    const { partitions } = await c.close()
+    const p0 = partitions.find((p) => p.partition === 0)!
+    expect(p0.reason).toBe('failed')
+    expect(p0.handoff).toBeUndefined()
+    expect(partitions.filter((p) => p.partition !== 0).every((p) => p.handoff !== undefined)).toBe(true)
   })
 })
