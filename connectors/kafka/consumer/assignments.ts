@@ -53,33 +53,65 @@ export class AssignmentHandler<V> {
     const assigned: TopicPartition[] = []
     for (const [key, tp] of wanted) {
       const entry = this.#current.get(key)
-      if (entry !== undefined) {
-        // Kept across the rebalance. kafkajs starts the new generation at the
-        // group's committed offsets; the store's position is the truth, so
-        // a running partition is seeked to it, and one that is not running
-        // (restoring, failed) stays paused (a restarted kafkajs consumer
-        // forgot its pauses).
-        if (entry.task.state === 'running') this.#hooks.seek(tp, entry.task.nextOffset)
-        else this.#hooks.pause(tp)
+      if (entry === undefined) {
+        this.#hooks.pause(tp)
+        if (this.#stopped) continue
+        assigned.push(tp)
+        this.#startTask(key, tp)
         continue
       }
+      // Kept across the rebalance. It is paused (a restarted kafkajs
+      // consumer forgot its pauses) until its claim is looked at: a member
+      // that stalled past the session timeout (SIGSTOP) and rejoined still
+      // runs tasks whose claims others took meanwhile. Such a task, or one
+      // whose snapshots were fenced, is replaced by a new one, which waits
+      // for the current holder's release and restores its hand-off. kafkajs
+      // starts the new generation at the group's committed offsets; the
+      // store's position is the truth, so a running task is seeked to it.
       this.#hooks.pause(tp)
       if (this.#stopped) continue
-      assigned.push(tp)
-      const task = this.#hooks.createTask(tp)
-      const previous = this.#closing.get(key)
-      const ready = (async () => {
-        await previous
-        const info = await task.start()
-        // Revoked while it started: the close that follows ends it.
-        if (this.#current.get(key)?.task !== task) return
-        this.#hooks.seek(tp, info.fetchFrom)
+      const { task } = entry
+      if (task.state === 'failed' && task.ownershipLost) {
+        this.#replace(key, entry)
+        continue
+      }
+      const before = entry.ready
+      entry.ready = (async () => {
+        await before
+        if (this.#current.get(key) !== entry || task.state !== 'running') return
+        if (!(await task.holdsClaim())) {
+          if (this.#current.get(key) === entry) this.#replace(key, entry)
+          return
+        }
+        if (this.#current.get(key) !== entry || task.state !== 'running') return
+        this.#hooks.seek(tp, task.nextOffset)
         this.#hooks.resume(tp)
-        this.#hooks.started(info)
       })().catch((error: unknown) => this.#hooks.failed(tp, error))
-      this.#current.set(key, { tp, task, ready })
     }
     return { assigned, revoked }
+  }
+
+  /** Starts a task for a partition newly assigned (or replaced): it waits for the previous task of the partition here to close. */
+  #startTask(key: string, tp: TopicPartition): void {
+    const task = this.#hooks.createTask(tp)
+    const previous = this.#closing.get(key)
+    const ready = (async () => {
+      await previous
+      const info = await task.start()
+      // Revoked while it started: the close that follows ends it.
+      if (this.#current.get(key)?.task !== task) return
+      this.#hooks.seek(tp, info.fetchFrom)
+      this.#hooks.resume(tp)
+      this.#hooks.started(info)
+    })().catch((error: unknown) => this.#hooks.failed(tp, error))
+    this.#current.set(key, { tp, task, ready })
+  }
+
+  /** Ends a task that lost its partition's claim (it hands nothing off) and starts a new one, which takes the claim again. */
+  #replace(key: string, entry: Entry<V>): void {
+    this.#current.delete(key)
+    void this.#close(entry, 'revoked')
+    this.#startTask(key, entry.tp)
   }
 
   /** The task of a partition assigned here, in whatever state. */

@@ -354,6 +354,32 @@ export class PartitionTask<V> {
     }
   }
 
+  /** The task stopped because another owner took its claim or fenced its snapshots. */
+  get ownershipLost(): boolean {
+    return isTidemarkError(this.#failure, 'TIDEMARK_OWNERSHIP_LOST') || isTidemarkError(this.#failure, 'TIDEMARK_SNAPSHOT_FENCED')
+  }
+
+  /**
+   * Looks at the claim now (one HEAD): false when another owner took it
+   * (the task then stops with TIDEMARK_OWNERSHIP_LOST); true while this task
+   * holds it, when there is no claim, or when the store cannot tell now
+   * (the periodic check looks again).
+   */
+  async holdsClaim(): Promise<boolean> {
+    const ownership = this.#ownership
+    if (ownership === undefined || !ownership.claimed) return true
+    try {
+      await ownership.check()
+      return true
+    } catch (error) {
+      if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true
+      this.#lost = error
+      await this.#busy
+      await this.#fail(error)
+      return false
+    }
+  }
+
   /**
    * Looks at the claim at most once per OWNERSHIP_CHECK_MS, in the
    * background; the batch after a check found the claim taken over fails

@@ -1,0 +1,21 @@
+import { defineConfig } from 'vitest/config'
+
+// `npm run test:group`: the consumer-group suite that is too slow for
+// `npm test` (stalled members past the session timeout, rebalances with
+// several worker processes). Its files end in .group.ts.
+export default defineConfig({
+  test: {
+    include: ['test/kafka-consumer/heavy/**/*.group.ts'],
+    globalSetup: ['test/setup/services.ts'],
+    setupFiles: ['test/setup/worker.ts'],
+    pool: 'forks',
+    maxWorkers: 1,
+    testTimeout: 600_000,
+    hookTimeout: 120_000,
+    teardownTimeout: 30_000,
+    retry: 0,
+    env: {
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
+  },
+})
