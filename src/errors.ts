@@ -47,6 +47,7 @@ export const ERROR_CODES = {
   TIDEMARK_SNAPSHOT_CORRUPT: { retriable: false, summary: 'a snapshot failed verification (details.reason: manifest-unreadable, object-missing, object-truncated, checksum-mismatch, unsafe-entry, ...)' },
   TIDEMARK_SNAPSHOT_NOT_FOUND: { retriable: false, summary: 'restore found no usable snapshot (none exist, or each failed verification; details.skipped says why) and allowEmpty was not set' },
   TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED: { retriable: false, summary: 'a snapshot that verifies holds the largest epoch (a new owner\'s start) or sequence (a new snapshot) a manifest key can carry, so nothing newer can be numbered; move the partition\'s snapshots aside' },
+  TIDEMARK_RESTORE_WRITE_FAILED: { retriable: true, summary: 'the restore could not write the store\'s files beside the target (disk full, a read-only or failing disk); nothing was installed and the target is as it was' },
   TIDEMARK_RESTORE_CONFLICT: { retriable: true, summary: 'another restore (or process) filled or replaced the target while this restore ran; this one did not install its copy, and a retry uses what is there now' },
   // runtime/
   TIDEMARK_HANDLER_FAILED: { retriable: false, summary: 'the operator\'s handler threw on an event (details: topic, partition, offset); nothing of its batch was committed' },

@@ -4,7 +4,7 @@ import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
-import { errnoOf, inspectStoreDir, makeDirectory, writeMarker, type StoreDir } from '../store/store-dir.js'
+import { errnoOf, inspectStoreDir, makeDirectory, strangerNames, writeMarker, type StoreDir } from '../store/store-dir.js'
 import type { Position } from '../store/position.js'
 import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
 import { listManifests, readManifest } from './catalog.js'
@@ -98,7 +98,12 @@ type LocalState =
   | { state: 'intact'; positions: Position[]; dir: Identity }
   | { state: 'damaged'; reason: string; dir: Identity }
 
-interface Identity { dev: number; ino: number }
+interface Identity {
+  dev: number
+  ino: number
+  /** Files in the store directory that neither LevelDB nor Tidemark made (a user's): the store may be used, never replaced. */
+  strangers: string[]
+}
 
 /**
  * Restores a partition store into `target` from the newest snapshot that
@@ -174,7 +179,8 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
       return useLocal(`the local store is at or after snapshot ${manifest.id}`, newestReadable)
     }
     try {
-      const restored = await download(store, layout, manifest, target, local, settings, emit)
+      if (local.state !== 'absent') assertReplaceable(target, local.dir)
+      const restored = await download(store, layout, manifest, target, local, settings, emit).catch((err: unknown) => { throw localWriteFailed(err, target) })
       return done({ source: 'snapshot', snapshot: summary(layout, manifest), ...restored })
     } catch (err) {
       if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
@@ -447,10 +453,34 @@ async function replaceWithEmpty(target: string, dir: Identity): Promise<void> {
 
 /** Renames the store at `target` (the one inspectLocal saw, nothing else) to a name beside it. */
 async function moveAside(target: string, dir: Identity): Promise<string> {
+  assertReplaceable(target, dir)
   await checkUnchanged(target, dir)
   const aside = `${target}.replaced-${randomBytes(4).toString('hex')}`
   await rename(target, aside).catch((err: unknown) => { throw conflictOr(err, target) })
   return aside
+}
+
+/**
+ * A failure of the local file system (ENOSPC, EROFS, EIO) while the restore
+ * builds its copy beside the target: the copy is gone, the target untouched.
+ * Errors of the snapshot store and verdicts on the snapshot are TidemarkErrors
+ * already and pass as they are.
+ */
+function localWriteFailed(err: unknown, target: string): unknown {
+  const code = errnoOf(err)
+  if (err instanceof TidemarkError || code === undefined || !/^E[A-Z]+$/.test(code)) return err
+  return new TidemarkError('TIDEMARK_RESTORE_WRITE_FAILED', `the restore into ${target} could not write its files (${code}): ${(err as Error).message}; nothing was installed and the target is as it was`, { cause: err, details: { target, errno: code } })
+}
+
+/** A store that holds a user's files is not Tidemark's alone to delete. */
+function assertReplaceable(target: string, dir: Identity): void {
+  if (dir.strangers.length === 0) return
+  const shown = dir.strangers.slice(0, 3).map((n) => JSON.stringify(n)).join(', ')
+  throw new TidemarkError(
+    'TIDEMARK_STORE_NOT_A_STORE',
+    `the restore target ${target} holds a partition store that would have to be replaced, but also files that are not a store's (${shown}${dir.strangers.length > 3 ? `, and ${dir.strangers.length - 3} more` : ''}); restore will not delete them, and left the directory as it is`,
+    { details: { target, strangers: dir.strangers } },
+  )
 }
 
 async function checkUnchanged(target: string, dir: Identity): Promise<void> {
@@ -483,12 +513,12 @@ async function inspectLocal(target: string, useLocal: boolean): Promise<LocalSta
     throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot read the restore target ${target}: ${(err as Error).message}`, { cause: err, details: { target } })
   }
   if (found.kind === 'absent') return { state: 'absent', dir: undefined }
-  if (found.kind === 'empty') return { state: 'absent', dir: { dev: found.dev, ino: found.ino } }
+  if (found.kind === 'empty') return { state: 'absent', dir: { dev: found.dev, ino: found.ino, strangers: [] } }
   if (found.kind === 'foreign') {
     throw new TidemarkError('TIDEMARK_STORE_NOT_A_STORE', `the restore target ${target} is not a partition store: ${found.reason}; restore will neither fill nor replace it, and left it as it is`, { details: { target } })
   }
   const { names } = found
-  const dir = { dev: found.dev, ino: found.ino }
+  const dir = { dev: found.dev, ino: found.ino, strangers: strangerNames(names) }
   const damaged = (reason: string): LocalState => ({ state: 'damaged', reason, dir })
   if (!useLocal) return damaged('the local store is not considered (useLocal: false or a specific snapshot was asked for)')
   if (!names.includes('CURRENT')) return damaged('the local store has no CURRENT file')

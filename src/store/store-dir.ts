@@ -64,7 +64,7 @@ export async function inspectStoreDir(path: string): Promise<StoreDir> {
   const names = await readdir(path)
   if (names.length === 0) return { kind: 'empty', dev, ino }
   if (names.includes(STORE_MARKER)) return { kind: 'marked', names, dev, ino }
-  const others = names.filter((n) => !LEVELDB_NAME.test(n))
+  const others = strangerNames(names)
   if (others.length > 0) {
     const shown = others.slice(0, 3).map((n) => JSON.stringify(n)).join(', ')
     return { kind: 'foreign', reason: `it holds files that are not a partition store's (${shown}${others.length > 3 ? `, and ${others.length - 3} more` : ''}) and no ${STORE_MARKER} marker` }
@@ -74,6 +74,11 @@ export async function inspectStoreDir(path: string): Promise<StoreDir> {
     return { kind: 'foreign', reason: `it holds LevelDB files but no ${STORE_MARKER} marker and no CURRENT naming one of its MANIFESTs, so it cannot be told from a damaged or foreign database` }
   }
   return { kind: 'legacy', names, dev, ino }
+}
+
+/** Names in a store directory that neither LevelDB nor Tidemark made: a user's files, never to be deleted. */
+export function strangerNames(names: readonly string[]): string[] {
+  return names.filter((n) => n !== STORE_MARKER && !LEVELDB_NAME.test(n))
 }
 
 /** Whether a directory's names include table files: it held data, and a missing CURRENT means damage, not a new store. */

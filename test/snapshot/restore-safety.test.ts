@@ -118,6 +118,44 @@ describe('restore leaves what is not a store alone', () => {
   })
 })
 
+describe('a Tidemark store that also holds a user\'s file', () => {
+  it('is used as it is when it is current, but never replaced: behind a snapshot, damaged or with useLocal false, the restore refuses before downloading and keeps the file', async () => {
+    const f = await setup()
+    const target = join(f.dir, 'marked')
+    await f.store.quiesce((path) => cp(path, target, { recursive: true }))
+    await writeFile(join(target, 'my-notes.txt'), 'precious\n')
+    // At the snapshot's position: the local store is used, nothing is touched.
+    await f.snapshotter.takeSnapshot()
+    expect((await restore(f, target)).source).toBe('local')
+    // Behind a newer snapshot, or not considered: it would have to be replaced.
+    await f.write(0, 500, 2)
+    await f.snapshotter.takeSnapshot()
+    const before = contents(target)
+    const dataGets: string[] = []
+    const get = f.dfs.get.bind(f.dfs)
+    f.dfs.get = async (key, ...rest) => {
+      if (key.includes('/data/')) dataGets.push(key)
+      return get(key, ...rest)
+    }
+    for (const options of [{}, { useLocal: false }]) {
+      const err = await restore(f, target, options).catch((e: unknown) => e)
+      expect(err).toMatchObject({ code: 'TIDEMARK_STORE_NOT_A_STORE', details: { target, strangers: ['my-notes.txt'] } })
+      expect((err as Error).message).toMatch(/my-notes\.txt/)
+    }
+    expect(dataGets).toEqual([])
+    // Damaged, with allowEmpty and nothing to restore: not emptied either.
+    await rm(join(target, 'CURRENT'))
+    const none = await fixture(tempDir('tidemark-restore-'), 0, { gcAfterSnapshot: false })
+    fixtures.push(none)
+    await expect(restoreSnapshot({ snapshotStore: none.dfs, job: 'job', partition: 0, target, allowEmpty: true })).rejects.toMatchObject({ code: 'TIDEMARK_STORE_NOT_A_STORE' })
+    expect(readFileSync(join(target, 'my-notes.txt'), 'utf8')).toBe('precious\n')
+    // (Opening the store to read its position rewrites LevelDB's own log and
+    // MANIFEST; its tables and the marker stay.)
+    const after = contents(target)
+    for (const name of Object.keys(before).filter((n) => n.endsWith('.ldb') || n === STORE_MARKER)) expect(after[name]).toBe(before[name])
+  })
+})
+
 describe('two restores into one target', () => {
   /**
    * Holds every ranged read (the download of data) until two have been

@@ -184,7 +184,7 @@ describe('disk full', () => {
       enospc.clear()
       expect(enospc.injected, 'the disk was full').toBeGreaterThan(injected)
       noted(error)
-      expect(error, 'the restore fails').toBeInstanceOf(Error)
+      expect(error, 'the restore fails with its documented code').toMatchObject({ code: 'TIDEMARK_RESTORE_WRITE_FAILED', retriable: true, details: { errno: 'ENOSPC' } })
       expect(await levelDigest(target), 'the local store is untouched').toEqual(oldDigest)
       expect(await readFile(join(site, 'notes.txt'), 'utf8')).toBe('mine\n')
       expect((await readdir(site)).sort(), 'no temporary directory is left').toEqual(['notes.txt', 'target'])
