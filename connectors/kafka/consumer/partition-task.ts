@@ -204,6 +204,7 @@ export class PartitionTask<V> {
       }
       if (snapshots !== undefined) {
         const { store, schedule, ...rest } = snapshots
+        const ownership = this.#ownership
         this.#snapshotter = new Snapshotter({
           ...rest,
           snapshotStore: store,
@@ -211,6 +212,10 @@ export class PartitionTask<V> {
           job: o.job,
           partition: this.key,
           epoch: this.#ownership.epoch,
+          // The claim is checked right before each manifest, so a fenced
+          // owner's scheduled snapshot never commits (TIDEMARK_OWNERSHIP_LOST
+          // then stops the partition, see #snapshotFailed).
+          beforeCommit: () => ownership.check(),
           onEvent: (event) => this.#services.events.snapshotter(tp, event),
         })
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
