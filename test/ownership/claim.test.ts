@@ -1,10 +1,9 @@
 // Partition claims (src/ownership/) on both snapshot stores: the file system
 // and radosgw. Lease expiry is driven by the `clock` option, never by waiting.
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { S3SnapshotStore, type S3SnapshotStoreOptions } from '../../connectors/s3/index.js'
 import {
   CLAIM_DEFAULTS,
@@ -18,40 +17,13 @@ import {
   type SnapshotStore,
 } from '../../src/index.js'
 import { openKvStore, range, writeKeys } from '../snapshot/helpers.js'
-import { s3Service } from '../helpers/services.js'
+import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { readAll } from '../dfs/snapshot-store.suite.js'
 
 type StoreSpec = { kind: 'fs'; root: string } | { kind: 's3'; options: S3SnapshotStoreOptions }
 
-const bucket = randomName('claims')
-let admin: S3Client | undefined
-
-function s3Options(prefix: string): S3SnapshotStoreOptions {
-  const { endpoint, region, forcePathStyle, accessKeyId, secretAccessKey } = s3Service()
-  return { endpoint, region, forcePathStyle, credentials: { accessKeyId, secretAccessKey }, bucket, prefix, retryBaseDelayMs: 1 }
-}
-
-async function emptyPrefix(prefix: string): Promise<void> {
-  for (let more = true; more;) {
-    const page = await admin!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))
-    const keys = (page.Contents ?? []).map((object) => ({ Key: object.Key }))
-    if (keys.length > 0) await admin!.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }))
-    more = page.IsTruncated === true
-  }
-}
-
-beforeAll(async () => {
-  const { endpoint, region, accessKeyId, secretAccessKey } = s3Service()
-  admin = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } })
-  await admin.send(new CreateBucketCommand({ Bucket: bucket }))
-})
-
-afterAll(async () => {
-  await emptyPrefix('')
-  await admin!.send(new DeleteBucketCommand({ Bucket: bucket }))
-  admin!.destroy()
-})
+const bucket = useTestBucket('claims')
 
 const backends: { name: string; open: () => { store: SnapshotStore; spec: StoreSpec } }[] = [
   {
@@ -66,10 +38,10 @@ const backends: { name: string; open: () => { store: SnapshotStore; spec: StoreS
   {
     name: 'radosgw',
     open: () => {
-      const options = s3Options(randomName('t'))
+      const options = bucket.storeOptions(randomName('t'))
       const store = new S3SnapshotStore(options)
       onTestFinished(async () => {
-        await emptyPrefix(store.options.prefix)
+        await bucket.emptyPrefix(store.options.prefix)
         await store.close()
       })
       return { store, spec: { kind: 's3', options } }

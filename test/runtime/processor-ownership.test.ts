@@ -3,18 +3,17 @@
 // within the batch in flight, a released claim lets the next owner in at
 // once. On the file system and on radosgw. Lease expiry is driven by the
 // `clock` option and failed renewals are awaited as events, never slept for.
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { S3SnapshotStore, type S3SnapshotStoreOptions } from '../../connectors/s3/index.js'
 import {
   FsSnapshotStore, PartitionProcessor, PartitionStore, TidemarkError, acquireClaim, openFileLog, readClaim,
   type EventHandler, type FileLog, type OwnershipEvent, type SnapshotStore,
 } from '../../src/index.js'
-import { s3Service } from '../helpers/services.js'
+import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { addSale, fold, readTotals, saleAt, TOPIC, totals, type Sale } from './fixtures/totals.js'
 
@@ -25,34 +24,7 @@ const JOB = 'owned-job'
 const MANIFESTS = `${JOB}/0/manifests/`
 const CLAIM_KEY = `${JOB}/0/owner.json`
 
-const bucket = randomName('owned')
-let admin: S3Client | undefined
-
-function s3Options(prefix: string): S3SnapshotStoreOptions {
-  const { endpoint, region, forcePathStyle, accessKeyId, secretAccessKey } = s3Service()
-  return { endpoint, region, forcePathStyle, credentials: { accessKeyId, secretAccessKey }, bucket, prefix, retryBaseDelayMs: 1 }
-}
-
-async function emptyPrefix(prefix: string): Promise<void> {
-  for (let more = true; more;) {
-    const page = await admin!.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))
-    const keys = (page.Contents ?? []).map((object) => ({ Key: object.Key }))
-    if (keys.length > 0) await admin!.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }))
-    more = page.IsTruncated === true
-  }
-}
-
-beforeAll(async () => {
-  const { endpoint, region, accessKeyId, secretAccessKey } = s3Service()
-  admin = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } })
-  await admin.send(new CreateBucketCommand({ Bucket: bucket }))
-})
-
-afterAll(async () => {
-  await emptyPrefix('')
-  await admin!.send(new DeleteBucketCommand({ Bucket: bucket }))
-  admin!.destroy()
-})
+const bucket = useTestBucket('owned')
 
 /** One snapshot location; open() gives another store object on it (another process's, in effect), so that a wrapped call of one owner's store leaves the other's alone. */
 interface Backend { name: string; location(): { spec: StoreSpec; open(): SnapshotStore } }
@@ -75,8 +47,8 @@ const backends: Backend[] = [
   {
     name: 'radosgw',
     location: () => {
-      const spec: StoreSpec = { kind: 's3', options: s3Options(randomName('t')) }
-      onTestFinished(() => emptyPrefix(spec.options.prefix!))
+      const spec: StoreSpec = { kind: 's3', options: bucket.storeOptions(randomName('t')) }
+      onTestFinished(() => bucket.emptyPrefix(spec.options.prefix!))
       return {
         spec,
         open: () => {
