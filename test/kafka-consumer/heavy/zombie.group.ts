@@ -5,6 +5,8 @@ import { createInterface } from 'node:readline'
 import { expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
+import { listManifests, readValidManifests } from '../../../src/snapshot/catalog.js'
+import { SnapshotLayout } from '../../../src/snapshot/layout.js'
 import { kafkaService } from '../../helpers/services.js'
 import { randomName, tempDir } from '../../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type WordEvent } from '../fixture.js'
@@ -126,5 +128,12 @@ it('a worker stalled (SIGSTOP) past the session timeout: the group moves its par
     const { state, position } = await snapshotState(store, job, topic, records[0]!.partition, dir)
     expect(position, key).toBe(records.at(-1)!.offset)
     expect(state, key).toEqual(fold(records))
+    // No object of a kept snapshot was deleted, by either owner's GC.
+    const layout = new SnapshotLayout(job, `${topic}-${records[0]!.partition}`)
+    const { valid } = await readValidManifests(store, layout, await listManifests(store, layout))
+    expect(valid.length, key).toBeGreaterThan(0)
+    for (const { manifest } of valid) {
+      for (const object of manifest.objects) expect((await store.head(layout.dataKey(object.key)))?.size, `${key} ${manifest.id} ${object.key}`).toBe(object.size)
+    }
   }
 })
