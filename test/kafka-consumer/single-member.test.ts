@@ -70,4 +70,32 @@ describe('StatefulConsumer: one member', () => {
       expect(state, key).toEqual(fold(records))
     }
   })
+
+  it('serves 32 partitions (eight topics) with one group member and the same few connections', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topics = Array.from({ length: 8 }, (_, i) => randomName(`kc-${i}`))
+    const job = randomName('job')
+    const produced = (await Promise.all(topics.map((topic) => produceWords(producer, topic, [0, 1, 2, 3], 40)))).flat()
+    let sockets = 0
+    const socketFactory = ({ host, port, onConnect }: { host: string; port: number; onConnect: () => void }): Socket => {
+      sockets++
+      return connect({ host, port }, onConnect)
+    }
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics, stateDir: tempDir(), snapshotRoot: tempDir() }, { kafka: { socketFactory } }))
+    onTestFinished(async () => { await consumer.close() })
+    const assignments: number[] = []
+    consumer.on('assignment', (a) => assignments.push(a.partitions.length))
+    const done = committedThrough([consumer], produced)
+    await consumer.start()
+    await done
+    expect(assignments).toEqual([32])
+    expect(consumer.partitions()).toHaveLength(32)
+    // The same bound as with 8 partitions: connections do not depend on the partition count.
+    expect(sockets).toBeLessThanOrEqual(4)
+    expect(consumer.counts().applied).toBe(produced.length)
+    const closed = await consumer.close()
+    expect(closed.partitions).toHaveLength(32)
+  })
 })
