@@ -78,16 +78,18 @@ export async function acquireClaim(options: AcquireClaimOptions): Promise<Claim>
     try {
       return await acquireOnce(o)
     } catch (err) {
-      // radosgw can answer 409 to each of two conditional puts in flight at
-      // once, so that neither lands: a race nobody won is run again (its
-      // reads see the same claim, so the rules above decide as before).
-      if (!isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || err.details.noWinner !== true || attempt >= RACE_ATTEMPTS) throw err
+      // A race is run again (its reads see the claim as it is now, so the
+      // rules above decide as before) when nobody won it (radosgw can answer
+      // 409 to each of two conditional puts in flight at once), or when a
+      // forced takeover lost it to a renewal by the very holder it replaces.
+      // Losing to another new owner is a conflict like any other.
+      if (!isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || err.details.runAgain !== true || attempt >= RACE_ATTEMPTS) throw err
       await delay(Math.floor(Math.random() * 20 * attempt))
     }
   }
 }
 
-/** How often a race that nobody won is run again before its conflict is reported. */
+/** How often a race that nobody won, or that a force lost to the replaced holder's renewal, is run again before its conflict is reported. */
 const RACE_ATTEMPTS = 5
 
 async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
@@ -141,9 +143,10 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     const winner = written.lostTo?.record
     // The object is as it was before our put: the put failed, but nobody else's landed either.
     const noWinner = written.lostTo === undefined ? current === undefined : written.lostTo.etag === current?.etag
+    const holderRenewed = o.takeover === 'force' && winner !== undefined && winner.owner.id === current?.record?.owner.id
     throw conflict('race', `another owner${winner === undefined ? '' : ` (${winner.owner.name}, id ${winner.owner.id}, epoch ${winner.epoch})`} took ${where} first`, key, {
       ...(winner === undefined ? {} : { holder: winner.owner, epoch: winner.epoch, leaseUntil: winner.leaseUntil }),
-      ...(noWinner ? { noWinner: true } : {}),
+      ...(noWinner || holderRenewed ? { runAgain: true } : {}),
     })
   }
   return new Claim(store, key, record, written.etag, o.clock)

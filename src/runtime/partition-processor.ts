@@ -4,7 +4,7 @@ import { dirname } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
-import { acquireClaim, CLAIM_DEFAULTS, readClaim, type Claim, type ClaimTakeover } from '../ownership/claim.js'
+import { acquireClaim, CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
@@ -104,9 +104,6 @@ export const PROCESSOR_DEFAULTS = Object.freeze({
   pollIntervalMs: 50,
   allowEmpty: true,
 })
-
-/** Attempts of a forced takeover that keeps losing the race to renewals of the holder it replaces. */
-const FORCE_ATTEMPTS = 5
 
 /** Where a start found its state. */
 export interface StartResult {
@@ -425,28 +422,13 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     return [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
   }
 
-  /**
-   * Takes the claim. A forced takeover can lose the race to a renewal by
-   * the very holder it replaces (between its read and its compare-and-swap):
-   * then it tries again, a few times. Losing to anyone else, a new owner
-   * that took the claim meanwhile, is a conflict like any other.
-   */
+  /** Takes the claim (acquireClaim runs a race again that a force lost to the replaced holder's own renewal). */
   async #acquire(store: SnapshotStore, minEpoch: number): Promise<Claim> {
     const own = this.#ownership!
-    const options = {
+    return acquireClaim({
       store, job: this.#o.job, partition: this.#o.partition, minEpoch, leaseMs: own.leaseMs, takeover: own.takeover, clock: own.clock,
       ...(own.owner === undefined ? {} : { owner: own.owner }),
-    }
-    if (own.takeover !== 'force') return acquireClaim(options)
-    for (let attempt = 1; ; attempt++) {
-      const holder = (await readClaim(store, this.#o.job, this.#o.partition))?.record?.owner.id
-      try {
-        return await acquireClaim(options)
-      } catch (err) {
-        const winner = isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') && err.details?.reason === 'race' ? (err.details.holder as { id?: string } | undefined)?.id : undefined
-        if (attempt >= FORCE_ATTEMPTS || winner === undefined || winner !== holder) throw err
-      }
-    }
+    })
   }
 
   #startRenewing(claim: Claim): void {
