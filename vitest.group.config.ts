@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config'
 // several worker processes). Its files end in .group.ts.
 export default defineConfig({
   test: {
-    include: ['test/kafka-consumer/heavy/**/*.group.ts'],
+    include: ['test/**/heavy/**/*.group.ts'],
     globalSetup: ['test/setup/services.ts'],
     setupFiles: ['test/setup/worker.ts'],
     pool: 'forks',
