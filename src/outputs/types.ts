@@ -1,0 +1,87 @@
+/** What a handler emits (ctx.emit). */
+export interface OutputRecord {
+  /** Destination topic (Kafka), or log name under the file-log sink's directory. */
+  topic: string
+  /** Default null. */
+  key?: string | Uint8Array | null
+  /** null is a tombstone. Encode objects yourself (JSON.stringify). */
+  value: string | Uint8Array | null
+  /** Names starting with 'tidemark-' are reserved. */
+  headers?: Readonly<Record<string, string | Uint8Array>>
+  /** An explicit destination partition (Kafka); by default the sink's partitioner decides by key. */
+  partition?: number
+}
+
+/** An output record as the outbox holds it and a sink receives it: with its id, in bytes. */
+export interface OutboxRecord {
+  /** The record id in its string form (formatRecordId); also its `tidemark-id` header. */
+  readonly id: string
+  readonly topic: string
+  /** -1: by key. */
+  readonly partition: number
+  readonly key: Buffer | null
+  readonly value: Buffer | null
+  /** The handler's headers plus `tidemark-id`. */
+  readonly headers: Readonly<Record<string, Buffer>>
+}
+
+/** The deterministic identity of an emitted record: which event emitted it, and its place among that event's emits. */
+export interface RecordId {
+  job: string
+  topic: string
+  partition: number
+  offset: bigint
+  /** 0, 1, 2, ... in emit order within the event. */
+  index: number
+}
+
+/** Given to handlers when outputs are configured. */
+export interface EmitContext {
+  /** Buffers a record in the outbox of the handler's transaction; returns its id. */
+  emit(record: OutputRecord): string
+}
+
+/**
+ * Where delivered records go. send() resolves once every record is durably
+ * accepted and keeps the order of records bound for the same destination
+ * partition; when it rejects, nothing of the call is taken as delivered (some
+ * may have been: they are sent again, with the same ids).
+ */
+export interface OutputSink {
+  readonly name: string
+  send(records: readonly OutboxRecord[]): Promise<void>
+  close(): Promise<void>
+}
+
+export interface RetryOptions {
+  /** First backoff after a failed send. Default 100 ms. */
+  initialMs?: number
+  /** Largest backoff. Default 10 s. */
+  maxMs?: number
+}
+
+export interface OutputsOptions {
+  sink: OutputSink
+  /** The partition pauses while the committed outbox holds at least this many records. Default 100,000. */
+  maxOutboxRecords?: number
+  /** ...or at least this many bytes. Default 64 MiB. */
+  maxOutboxBytes?: number
+  /** Records per send. Default 500. */
+  maxBatchRecords?: number
+  retry?: RetryOptions
+}
+
+/** Dropping records already applied, by their `tidemark-id` header. */
+export type DedupeMode = 'off' | 'tidemark-ids'
+
+export type OutputsEvent =
+  /** Records were accepted by the sink and removed from the outbox. */
+  | { type: 'delivered'; records: number; bytes: number }
+  /** A send failed (error: TIDEMARK_OUTPUT_DELIVERY_FAILED); it is retried after retryInMs. */
+  | { type: 'delivery-failed'; error: unknown; attempt: number; retryInMs: number }
+  /** The outbox reached its limit: the partition pauses until delivery makes room. */
+  | { type: 'outbox-full'; records: number; bytes: number }
+  /** Delivery made room: the partition goes on. */
+  | { type: 'outbox-resumed'; records: number; bytes: number }
+  /** A record whose id was already applied was dropped (dedupe). */
+  | { type: 'duplicate-skipped'; id: string }
