@@ -6,10 +6,13 @@
  * Both sides read synchronously: the raw side with db.getSync, the store
  * with view.getSync (what a handler in the processor uses). --async reads
  * through view.get() with an await per event instead.
+ *
+ * --rounds pairs (raw, store), each in fresh directories, alternating which
+ * side goes first; ratio is the median of the per-pair ratios.
  */
 import { ClassicLevel } from 'classic-level'
 import { PartitionStore, valueState } from '../src/index.js'
-import { benchDir, emit, intFlags, rng, round } from './_util.js'
+import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, rng } from './_util.js'
 
 interface Counter { n: number; pad: string }
 const PAD = 'x'.repeat(84) // {"n":12345,"pad":"…"} ≈ 100 bytes
@@ -64,24 +67,33 @@ async function viaRaw(path: string, events: string[], batch: number): Promise<nu
 
 export async function run(args: string[]): Promise<void> {
   const asyncReads = args.includes('--async')
-  const opts = intFlags(args.filter((a) => a !== '--async'), { events: 300_000, keys: 100_000, batch: 500, rounds: 5 })
+  const opts = intFlags(args.filter((a) => a !== '--async'), { events: 300_000, keys: 100_000, batch: 500, rounds: 7 })
+  const loadAtStart = loadAvg()
   const events = makeEvents(opts.events, opts.keys)
-  const store: number[] = []
-  const raw: number[] = []
-  // Alternate the two so that neither always runs on a warmer machine.
-  for (let r = 0; r < opts.rounds; r++) {
-    for (const side of r % 2 === 0 ? ['raw', 'store'] : ['store', 'raw']) {
-      const dir = benchDir('commit')
-      try {
-        if (side === 'raw') raw.push(await viaRaw(dir.path, events, opts.batch))
-        else store.push(await viaStore(dir.path, events, opts.batch, asyncReads))
-      } finally {
-        dir.cleanup()
-      }
+  const inFreshDir = async (side: (path: string) => Promise<number>): Promise<number> => {
+    const dir = benchDir('commit')
+    try {
+      return await side(dir.path)
+    } finally {
+      dir.cleanup()
     }
   }
-  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-  const eventsPerSec = opts.events / (median(store) / 1000)
-  const rawPerSec = opts.events / (median(raw) / 1000)
-  emit({ bench: 'commit', events: opts.events, batch: opts.batch, keys: opts.keys, rounds: opts.rounds, reads: asyncReads ? 'get (await)' : 'getSync', eventsPerSec: Math.round(eventsPerSec), rawPerSec: Math.round(rawPerSec), ratio: round(eventsPerSec / rawPerSec) })
+  const pairs = await interleaved(
+    opts.rounds,
+    () => inFreshDir((path) => viaRaw(path, events, opts.batch)),
+    () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads)),
+    (rawMs, storeMs) => rawMs / storeMs,
+  )
+  emit({
+    bench: 'commit',
+    baseline: 'classic-level: the same getSync reads and one db.batch of the same puts + the position key per batch',
+    loadAvg: loadAtStart,
+    events: opts.events,
+    batch: opts.batch,
+    keys: opts.keys,
+    reads: asyncReads ? 'get (await)' : 'getSync',
+    eventsPerSec: Math.round(opts.events / (median(pairs.measured) / 1000)),
+    rawPerSec: Math.round(opts.events / (median(pairs.raw) / 1000)),
+    ...pairedRatio(pairs.ratios),
+  })
 }

@@ -4,15 +4,17 @@
  * a snapshot, against a plain read of the same log entries in the same run.
  *
  * The plain read decodes each entry as JSON (a reader that uses the events
- * must): rawReadPerSec is read + JSON.parse, the best of --rawRuns reads
- * through read() and through readBatches().
+ * must): rawReadPerSec is read + JSON.parse, the faster of read() and
+ * readBatches() in each round. --rounds pairs (raw read, replay) run
+ * interleaved; ratio is the median of the per-pair ratios.
  * Defaults: running totals over 1000 users (--keys), live batches of 1000
  * events (--batch) and replay batches of 10000 (--replayBatch, the
  * processor's replayBatchSize).
  */
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState, type EventHandler } from '../src/index.js'
-import { benchDir, emit, intFlags, round } from './_util.js'
+import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, round } from './_util.js'
 
 interface Sale { key: string; amount: number }
 const totals = valueState<number>('totals')
@@ -24,7 +26,8 @@ const addSale: EventHandler<Sale> = (tx, sale) => {
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { events: 1_000_000, prefix: 100_000, keys: 1000, batch: 1000, replayBatch: 10_000, rawRuns: 2 })
+  const opts = intFlags(args, { events: 1_000_000, prefix: 100_000, keys: 1000, batch: 1000, replayBatch: 10_000, rounds: 5 })
+  const loadAtStart = loadAvg()
   const dir = benchDir('replay')
   try {
     const log = await openFileLog(join(dir.path, 'log'), { sync: false })
@@ -50,43 +53,43 @@ export async function run(args: string[]): Promise<void> {
 
     // Plain reads (+ JSON.parse) of the entries the replay will apply: entry
     // by entry (read) and in the log's own batches (readBatches, which the
-    // processor uses). The ratio is taken against the faster of the two.
+    // processor uses); each round's raw side is the faster of the two.
     let bytes = 0
     let sum = 0
     const parse = (data: Uint8Array): void => {
       bytes += data.byteLength
       sum += (JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as Sale).amount
     }
-    let entrySeconds = Infinity
-    let batchSeconds = Infinity
-    for (let run = 0; run < opts.rawRuns; run++) {
+    const entrySeconds: number[] = []
+    const batchSeconds: number[] = []
+    const rawRead = async (): Promise<number> => {
       let t = performance.now()
       bytes = 0
       for await (const entry of log.read(BigInt(opts.prefix))) parse(entry.data)
-      entrySeconds = Math.min(entrySeconds, (performance.now() - t) / 1000)
+      entrySeconds.push((performance.now() - t) / 1000)
       t = performance.now()
       bytes = 0
       for await (const entries of log.readBatches(BigInt(opts.prefix))) for (const entry of entries) parse(entry.data)
-      batchSeconds = Math.min(batchSeconds, (performance.now() - t) / 1000)
+      batchSeconds.push((performance.now() - t) / 1000)
+      if (sum < 0) throw new Error('unreachable: keeps the decode from being optimized away')
+      return Math.min(entrySeconds.at(-1)!, batchSeconds.at(-1)!)
     }
-    if (sum < 0) throw new Error('unreachable: keeps the decode from being optimized away')
-    const rawSeconds = Math.min(entrySeconds, batchSeconds)
-
-    // A new owner restores the snapshot and replays the rest; as many owners
-    // (each in a fresh directory) as there were plain reads, and the best
-    // counts, as for the reads.
-    let replaySeconds = Infinity
+    // A new owner (in a fresh directory each round) restores the snapshot and
+    // replays the rest; only the replay is timed.
     let replayed = 0
-    for (let run = 0; run < opts.rawRuns; run++) {
-      const owner = make(`second-${run}`)
+    const replay = async (round: number): Promise<number> => {
+      const owner = make(`second-${round}`)
       const started = await owner.start()
       if (started.source !== 'snapshot') throw new Error(`expected a restore from the snapshot, got ${started.source}`)
       const t0 = performance.now()
       replayed = await owner.catchUp()
-      replaySeconds = Math.min(replaySeconds, (performance.now() - t0) / 1000)
+      const seconds = (performance.now() - t0) / 1000
       await owner.close()
+      await rm(join(dir.path, `second-${round}`), { recursive: true, force: true })
       if (replayed !== opts.events) throw new Error(`replayed ${replayed} events, expected ${opts.events}`)
+      return seconds
     }
+    const pairs = await interleaved(opts.rounds, rawRead, replay, (rawSeconds, replaySeconds) => rawSeconds / replaySeconds)
     await log.close()
     emit({
       bench: 'replay',
@@ -94,12 +97,13 @@ export async function run(args: string[]): Promise<void> {
       keys: opts.keys,
       batch: opts.batch,
       replayBatchSize: opts.replayBatch,
-      eventsPerSec: Math.round(replayed / replaySeconds),
-      rawRead: 'best of read() and readBatches(), + JSON.parse',
-      rawReadPerSec: Math.round(opts.events / rawSeconds),
-      rawEntryReadPerSec: Math.round(opts.events / entrySeconds),
-      rawBatchReadPerSec: Math.round(opts.events / batchSeconds),
-      ratio: round(rawSeconds / replaySeconds),
+      eventsPerSec: Math.round(replayed / median(pairs.measured)),
+      baseline: 'a plain read of the same entries, + JSON.parse: the faster of read() and readBatches() in each round',
+      loadAvg: loadAtStart,
+      rawReadPerSec: Math.round(opts.events / median(pairs.raw)),
+      rawEntryReadPerSec: Math.round(opts.events / median(entrySeconds)),
+      rawBatchReadPerSec: Math.round(opts.events / median(batchSeconds)),
+      ...pairedRatio(pairs.ratios),
       logMB: round(bytes / 1024 / 1024, 1),
       peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
     })
