@@ -25,6 +25,7 @@ import {
   type SnapshotStoreCapabilities,
 } from '../../src/dfs/snapshot-store.js'
 import { isRetriableS3Error, toTidemarkError } from './errors.js'
+import { quietSdk } from './quiet-sdk.js'
 import { resolveS3Options, type ResolvedS3Options, type S3SnapshotStoreOptions } from './options.js'
 import { backoffMs, withRetry, type RetryPolicy } from './retry.js'
 
@@ -51,14 +52,14 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     super()
     this.options = resolveS3Options(options)
     const { bucket, prefix, endpoint, region, forcePathStyle, credentials } = this.options
-    this.client = new S3Client({
+    this.client = quietSdk(() => new S3Client({
       ...(endpoint === undefined ? {} : { endpoint }),
       ...(region === undefined ? {} : { region }),
       ...(credentials === undefined ? {} : { credentials }),
       forcePathStyle,
       maxAttempts: 1,
       requestHandler: { connectionTimeout: this.options.connectTimeoutMs, socketTimeout: this.options.idleTimeoutMs },
-    })
+    }))
     this.#parts = new PartPool(this.options.partSize, this.options.uploadConcurrency + 1)
     this.#retry = { maxAttempts: this.options.maxAttempts, baseDelayMs: this.options.retryBaseDelayMs, maxDelayMs: this.options.retryMaxDelayMs }
     // A server that ignores If-None-Match (s3rver) ignores If-Match too, so
