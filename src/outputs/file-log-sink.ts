@@ -1,0 +1,50 @@
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { openFileLog, type FileLog, type FileLogOptions } from '../log/file-log.js'
+import { encodeOutboxRecord } from './record.js'
+import type { OutboxRecord, OutputSink } from './types.js'
+
+export interface FileLogSinkOptions {
+  /** Each output topic is a file log at `<dir>/<topic>`. */
+  dir: string
+  fileLog?: FileLogOptions
+}
+
+const TOPIC = /^[A-Za-z0-9._-]+$/
+
+/**
+ * An output sink on the embedded file log, for jobs without Kafka: each
+ * topic is one file log (one partition), each entry an output record in its
+ * binary form (encodeOutboxRecord; read it with outboxRecordCodec()). Share
+ * one sink between the partitions of a process: it opens each log once.
+ */
+export function fileLogSink(options: FileLogSinkOptions): OutputSink {
+  if (options === null || typeof options !== 'object' || typeof options.dir !== 'string' || options.dir === '') throw new TypeError('fileLogSink: options.dir must be a non-empty string')
+  const logs = new Map<string, Promise<FileLog>>()
+  let closed = false
+  const open = (topic: string): Promise<FileLog> => {
+    if (!TOPIC.test(topic) || topic === '.' || topic === '..') throw new RangeError(`fileLogSink: topic ${JSON.stringify(topic)} must be letters, digits, '.', '_' or '-' (it names a directory)`)
+    let log = logs.get(topic)
+    if (log === undefined) {
+      log = mkdir(options.dir, { recursive: true }).then(() => openFileLog(join(options.dir, topic), options.fileLog))
+      log.catch(() => logs.delete(topic))
+      logs.set(topic, log)
+    }
+    return log
+  }
+  // Appends of one partition's records are in order; appends of several
+  // partitions sharing the sink interleave, each in its own order.
+  return {
+    name: `file-log:${options.dir}`,
+    async send(records: readonly OutboxRecord[]): Promise<void> {
+      if (closed) throw new Error('the file-log sink is closed')
+      for (const r of records) await (await open(r.topic)).append(encodeOutboxRecord(r))
+    },
+    async close(): Promise<void> {
+      closed = true
+      const all = await Promise.allSettled([...logs.values()])
+      logs.clear()
+      await Promise.all(all.map((r) => (r.status === 'fulfilled' ? r.value.close() : undefined)))
+    },
+  }
+}

@@ -1,0 +1,237 @@
+import type { PartitionStore } from '../store/partition-store.js'
+import type { StateDefinition } from '../store/state.js'
+import type { Transaction } from '../store/transaction.js'
+import { formatRecordId, parseRecordId, RECORD_ID_HEADER, upstreamKey } from './id.js'
+import type { ResolvedOutputs } from './options.js'
+import { OutboxPublisher } from './publisher.js'
+import { decodeOutboxRecord, encodeOutboxRecord, outboxKey } from './record.js'
+import { DEDUPE_STATE, OUTBOX_STATE, RESERVED_STATE_NAMES } from './states.js'
+import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputsEvent } from './types.js'
+
+const RESERVED_HEADER_PREFIX = 'tidemark-'
+const MAX_U32 = 2 ** 32 - 1
+
+export interface PartitionOutputsOptions {
+  /** The job: the first field of every id this partition emits. */
+  job: string
+  /** The source partition: the second and third fields. */
+  topic: string
+  partition: number
+  outputs: ResolvedOutputs | undefined
+  dedupe: DedupeMode
+  onEvent?: (event: OutputsEvent) => void
+  onStoreFailed?: (error: unknown) => void
+}
+
+/**
+ * A partition's outputs and dedupe, as a runtime (PartitionProcessor,
+ * the consumer's PartitionTask) uses them:
+ *
+ * - states(): the user's states plus the reserved outbox and dedupe states;
+ * - scope(tx, offset): the handler's emit for one event, which puts records
+ *   into the outbox state through `tx` (so they commit with the batch);
+ * - accept(tx, id): dedupe, read and moved in `tx` too;
+ * - committed(offset) after each commit, and waitForRoom() before one;
+ * - attach(store) once the store is open, close() before it closes.
+ */
+export class PartitionOutputs {
+  readonly #o: PartitionOutputsOptions
+  #publisher: OutboxPublisher | undefined
+  /** Records and bytes emitted per event offset, not committed yet, oldest first. */
+  readonly #uncommitted: Array<{ offset: bigint; records: number; bytes: number }> = []
+
+  constructor(options: PartitionOutputsOptions) {
+    this.#o = options
+  }
+
+  get enabled(): boolean {
+    return this.#o.outputs !== undefined || this.#o.dedupe !== 'off'
+  }
+
+  get dedupe(): boolean {
+    return this.#o.dedupe === 'tidemark-ids'
+  }
+
+  get publisher(): OutboxPublisher | undefined {
+    return this.#publisher
+  }
+
+  /** The states to open the store with. */
+  states(user: readonly StateDefinition[]): StateDefinition[] {
+    if (!this.enabled) return [...user]
+    for (const s of user) {
+      if (RESERVED_STATE_NAMES.includes(s.name)) throw new RangeError(`state name ${JSON.stringify(s.name)} is reserved for Tidemark's outbox and dedupe`)
+    }
+    return [...user, OUTBOX_STATE as StateDefinition, DEDUPE_STATE as StateDefinition]
+  }
+
+  /** Starts delivery of what the store's outbox holds. */
+  async attach(store: PartitionStore): Promise<void> {
+    if (this.#o.outputs === undefined) return
+    this.#publisher = new OutboxPublisher({
+      store,
+      outputs: this.#o.outputs,
+      ...(this.#o.onEvent === undefined ? {} : { onEvent: this.#o.onEvent }),
+      ...(this.#o.onStoreFailed === undefined ? {} : { onStoreFailed: this.#o.onStoreFailed }),
+    })
+    await this.#publisher.start()
+  }
+
+  /** The emit of the event at `offset`, writing through `tx`. */
+  scope(tx: Transaction, offset: bigint): EmitContext {
+    return new EmitScope(this, tx, offset)
+  }
+
+  /**
+   * A handler that gets `emit` in its context and runs only for records
+   * dedupe accepts; `idOf` reads an event's `tidemark-id` header. Without
+   * outputs and dedupe the handler is returned as it is.
+   */
+  wrap<E, C extends { readonly offset: bigint }>(
+    handler: (tx: Transaction, event: E, context: C & EmitContext) => void | Promise<void>,
+    idOf: (event: E) => unknown,
+  ): (tx: Transaction, event: E, context: C) => void | Promise<void> {
+    if (!this.enabled) return handler as (tx: Transaction, event: E, context: C) => void | Promise<void>
+    return (tx, event, context) => {
+      if (this.dedupe && !this.accept(tx, idOf(event))) return undefined
+      const scope = new EmitScope(this, tx, context.offset)
+      return handler(tx, event, { ...context, emit: (record: OutputRecord) => scope.emit(record) })
+    }
+  }
+
+  /** @internal Puts one record into the outbox of `tx`; returns its id. */
+  put(tx: Transaction, offset: bigint, index: number, record: OutputRecord): string {
+    if (this.#o.outputs === undefined) throw new TypeError('emit() needs options.outputs (a sink): this job was configured without outputs')
+    const id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
+    const bytes = encodeOutboxRecord(checkRecord(record, id))
+    tx.value(OUTBOX_STATE).put(outboxKey(this.#o.topic, this.#o.partition, offset, index), bytes)
+    const last = this.#uncommitted.at(-1)
+    if (last !== undefined && last.offset === offset) {
+      last.records++
+      last.bytes += bytes.length
+    } else {
+      this.#uncommitted.push({ offset, records: 1, bytes: bytes.length })
+    }
+    return id
+  }
+
+  /**
+   * Dedupe: true when the record should be applied (and then its id is the
+   * new watermark of its upstream partition, in `tx`), false when an id at
+   * or after it was applied already. Records without an id pass.
+   */
+  accept(tx: Transaction, header: unknown): boolean {
+    if (!this.dedupe) return true
+    const raw = Array.isArray(header) ? header[0] : header
+    if (raw === undefined || raw === null) return true
+    if (typeof raw !== 'string' && !(raw instanceof Uint8Array)) return true
+    const id = parseRecordId(raw)
+    const key = upstreamKey(id.job, id.topic, id.partition)
+    const view = tx.value(DEDUPE_STATE)
+    const seen = view.getSync(key)
+    if (seen !== undefined) {
+      const offset = BigInt(seen[0])
+      if (id.offset < offset || (id.offset === offset && id.index <= seen[1])) {
+        this.#o.onEvent?.({ type: 'duplicate-skipped', id: typeof raw === 'string' ? raw : Buffer.from(raw).toString('utf8') })
+        return false
+      }
+    }
+    view.put(key, [String(id.offset), id.index])
+    return true
+  }
+
+  /** After a commit of the batch whose last event is `offset`: its records count in the outbox and delivery starts. */
+  committed(offset: bigint): void {
+    let records = 0
+    let bytes = 0
+    while (this.#uncommitted.length > 0 && this.#uncommitted[0]!.offset <= offset) {
+      const e = this.#uncommitted.shift()!
+      records += e.records
+      bytes += e.bytes
+    }
+    if (records > 0) this.#publisher?.committed(records, bytes)
+  }
+
+  /** A batch was abandoned: what it emitted never reaches the outbox. */
+  aborted(): void {
+    this.#uncommitted.length = 0
+  }
+
+  /** undefined while the outbox is below its limit, else a promise of room (see OutboxPublisher.waitForRoom). */
+  waitForRoom(): Promise<void> | undefined {
+    return this.#publisher?.waitForRoom()
+  }
+
+  get full(): boolean {
+    return this.#publisher?.full ?? false
+  }
+
+  /** Stops delivery; the outbox stays in the store. */
+  async close(): Promise<void> {
+    await this.#publisher?.close()
+  }
+}
+
+/** The emit of one event: ids are (job, source partition, offset, index) with index counting this event's emits. */
+class EmitScope implements EmitContext {
+  readonly #outputs: PartitionOutputs
+  readonly #tx: Transaction
+  readonly #offset: bigint
+  #index = 0
+
+  constructor(outputs: PartitionOutputs, tx: Transaction, offset: bigint) {
+    this.#outputs = outputs
+    this.#tx = tx
+    this.#offset = offset
+  }
+
+  emit(record: OutputRecord): string {
+    if (this.#index > MAX_U32) throw new RangeError(`an event may emit at most ${MAX_U32 + 1} records`)
+    const id = this.#outputs.put(this.#tx, this.#offset, this.#index, record)
+    this.#index++
+    return id
+  }
+}
+
+const asBuffer = (v: string | Uint8Array): Buffer => (typeof v === 'string' ? Buffer.from(v, 'utf8') : Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength))
+
+function checkRecord(record: OutputRecord, id: string): OutboxRecord {
+  if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${record === null ? 'null' : typeof record}`)
+  const { topic, key = null, value, headers = {}, partition = -1 } = record
+  if (typeof topic !== 'string' || topic === '' || Buffer.byteLength(topic) > 0xffff) throw new TypeError(`emit(record): record.topic must be a non-empty string, got ${JSON.stringify(topic)}`)
+  const bytesOrNull = (v: unknown, field: string): Buffer | null => {
+    if (v === null) return null
+    if (typeof v === 'string' || v instanceof Uint8Array) return asBuffer(v)
+    throw new TypeError(`emit(record): record.${field} must be a string, a Uint8Array or null, got ${v === undefined ? 'undefined' : typeof v}`)
+  }
+  if (!Number.isInteger(partition) || partition < -1 || partition > 2 ** 31 - 1) throw new RangeError(`emit(record): record.partition must be a non-negative integer, got ${partition}`)
+  if (headers === null || typeof headers !== 'object') throw new TypeError('emit(record): record.headers must be an object of string or Uint8Array values')
+  const out: Record<string, Buffer> = {}
+  for (const [name, v] of Object.entries(headers)) {
+    if (name.startsWith(RESERVED_HEADER_PREFIX)) throw new RangeError(`emit(record): header ${JSON.stringify(name)} is reserved (names starting with ${RESERVED_HEADER_PREFIX})`)
+    if (typeof v !== 'string' && !(v instanceof Uint8Array)) throw new TypeError(`emit(record): header ${JSON.stringify(name)} must be a string or a Uint8Array`)
+    out[name] = asBuffer(v)
+  }
+  out[RECORD_ID_HEADER] = Buffer.from(id, 'utf8')
+  return { id, topic, partition, key: bytesOrNull(key, 'key'), value: bytesOrNull(value, 'value'), headers: out }
+}
+
+/** The dedupe watermarks a store holds: per upstream partition key, the highest (offset, index) applied. */
+export async function readDedupeWatermarks(store: PartitionStore): Promise<Map<string, { offset: bigint; index: number }>> {
+  const out = new Map<string, { offset: bigint; index: number }>()
+  for await (const [key, [offset, index]] of store.transaction().value(DEDUPE_STATE).entries()) out.set(key, { offset: BigInt(offset), index })
+  return out
+}
+
+/** The outbox's records in delivery order (for tools and tests). */
+export async function readOutbox(store: PartitionStore): Promise<OutboxRecord[]> {
+  const out: OutboxRecord[] = []
+  for await (const [, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(decodeOutboxRecord(value))
+  return out
+}
+
+/** The `tidemark-id` header of an event that has headers (an OutboxRecord from outboxRecordCodec(), a Kafka record). */
+export function eventIdHeader(event: unknown): unknown {
+  const headers = (event as { headers?: Record<string, unknown> } | null | undefined)?.headers
+  return headers === undefined || headers === null ? undefined : headers[RECORD_ID_HEADER]
+}

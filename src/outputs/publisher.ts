@@ -1,0 +1,226 @@
+import { isTidemarkError, TidemarkError } from '../errors.js'
+import type { PartitionStore } from '../store/partition-store.js'
+import type { ResolvedOutputs } from './options.js'
+import { decodeOutboxRecord } from './record.js'
+import { OUTBOX_STATE } from './states.js'
+import type { OutboxRecord, OutputsEvent } from './types.js'
+
+export interface OutboxPublisherOptions {
+  store: PartitionStore
+  outputs: ResolvedOutputs
+  onEvent?: (event: OutputsEvent) => void
+  /** Called when the store itself fails under the publisher (not the sink): the partition cannot go on. */
+  onStoreFailed?: (error: unknown) => void
+}
+
+/**
+ * Drains one partition store's outbox to its sink: in key order, that is in
+ * (source partition, offset, index) order, a batch at a time; the delivered
+ * keys are deleted in one batch after the sink confirmed them. A failed send
+ * is retried with jittered exponential backoff, without end, and nothing
+ * later is sent before it, so each destination partition gets an upstream
+ * partition's records in order (duplicates only as a re-send of a suffix).
+ *
+ * It keeps the committed outbox's size (records, bytes): counted once at
+ * start, grown by the runtime's committed() after each commit, shrunk by
+ * each delete, so that the runtime can pause at the limit.
+ */
+export class OutboxPublisher {
+  readonly #store: PartitionStore
+  readonly #o: ResolvedOutputs
+  readonly #onEvent: (event: OutputsEvent) => void
+  readonly #onStoreFailed: (error: unknown) => void
+  #records = 0
+  #bytes = 0
+  #full = false
+  #closed = false
+  #wake: (() => void) | undefined
+  #pending = false
+  #loop: Promise<void> | undefined
+  /** A send is in flight: close() does not wait for it (a sink may hang for its own timeouts). */
+  #sending = false
+  readonly #roomWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
+  readonly #emptyWaiters = new Set<() => void>()
+  readonly #stop = new AbortController()
+
+  constructor(options: OutboxPublisherOptions) {
+    this.#store = options.store
+    this.#o = options.outputs
+    this.#onEvent = options.onEvent ?? (() => undefined)
+    this.#onStoreFailed = options.onStoreFailed ?? (() => undefined)
+  }
+
+  /** Records and bytes in the committed outbox, as far as this publisher knows. */
+  get size(): { records: number; bytes: number } {
+    return { records: this.#records, bytes: this.#bytes }
+  }
+
+  /** Whether the committed outbox is at or above its limit. */
+  get full(): boolean {
+    return this.#records >= this.#o.maxOutboxRecords || this.#bytes >= this.#o.maxOutboxBytes
+  }
+
+  /** Counts what the store's outbox holds (after a restart or a restore: what was not confirmed) and starts delivering it. */
+  async start(): Promise<void> {
+    for await (const [, value] of this.#store.transaction().value(OUTBOX_STATE).entries()) {
+      this.#records++
+      this.#bytes += value.byteLength
+    }
+    this.#loop = this.#run()
+  }
+
+  /** A commit added records to the outbox: counts them and wakes the loop. */
+  committed(records: number, bytes: number): void {
+    this.#records += records
+    this.#bytes += bytes
+    this.#checkFull()
+    this.notify()
+  }
+
+  /** Wakes the loop (something may be waiting in the outbox). */
+  notify(): void {
+    this.#pending = true
+    this.#wake?.()
+  }
+
+  /**
+   * undefined while the outbox is below its limit; else a promise that
+   * resolves once delivery made room (and rejects when the publisher closes).
+   */
+  waitForRoom(): Promise<void> | undefined {
+    if (!this.#checkFull()) return undefined
+    if (this.#closed) return Promise.reject(this.#closedError())
+    return new Promise((resolve, reject) => this.#roomWaiters.add({ resolve, reject }))
+  }
+
+  /** Resolves when the outbox is empty (everything committed so far was delivered). */
+  flush(): Promise<void> {
+    if (this.#records === 0) return Promise.resolve()
+    this.notify()
+    return new Promise((resolve) => this.#emptyWaiters.add(resolve))
+  }
+
+  /** Stops delivering (a send in flight finishes); what is not delivered stays in the outbox for the next start. */
+  async close(): Promise<void> {
+    if (this.#closed) return this.#loop
+    this.#closed = true
+    this.#stop.abort()
+    this.#wake?.()
+    for (const w of this.#roomWaiters) w.reject(this.#closedError())
+    this.#roomWaiters.clear()
+    // A send in flight is left to finish on its own: its records stay in the
+    // outbox (the delete after it finds the publisher closed), so the next
+    // owner sends them again with the same ids.
+    if (!this.#sending) await this.#loop
+  }
+
+  #closedError(): TidemarkError {
+    return new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', 'the outbox publisher was closed while the partition waited for room in its outbox')
+  }
+
+  #checkFull(): boolean {
+    const full = this.full
+    if (full && !this.#full) {
+      this.#full = true
+      this.#onEvent({ type: 'outbox-full', records: this.#records, bytes: this.#bytes })
+    } else if (!full && this.#full) {
+      this.#full = false
+      this.#onEvent({ type: 'outbox-resumed', records: this.#records, bytes: this.#bytes })
+      for (const w of this.#roomWaiters) w.resolve()
+      this.#roomWaiters.clear()
+    }
+    return full
+  }
+
+  async #run(): Promise<void> {
+    let attempt = 0
+    while (!this.#closed) {
+      this.#pending = false
+      let batch: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>
+      try {
+        batch = await this.#read()
+      } catch (error) {
+        this.#storeFailed(error)
+        return
+      }
+      if (batch.length === 0) {
+        if (this.#records !== 0) {
+          // The count drifted (a store restored under us would be a new
+          // publisher): the outbox is what it is.
+          this.#records = 0
+          this.#bytes = 0
+          this.#checkFull()
+        }
+        for (const resolve of this.#emptyWaiters) resolve()
+        this.#emptyWaiters.clear()
+        if (!this.#pending) await new Promise<void>((resolve) => { this.#wake = resolve })
+        this.#wake = undefined
+        continue
+      }
+      this.#sending = true
+      try {
+        await this.#o.sink.send(batch.map((b) => b.record))
+      } catch (cause) {
+        this.#sending = false
+        if (this.#closed) return
+        attempt++
+        const ceiling = Math.min(this.#o.retry.maxMs, this.#o.retry.initialMs * 2 ** Math.min(attempt - 1, 30))
+        const retryInMs = Math.round(ceiling / 2 + Math.random() * ceiling / 2)
+        const error = new TidemarkError(
+          'TIDEMARK_OUTPUT_DELIVERY_FAILED',
+          `sink ${this.#o.sink.name} failed to take ${batch.length} output record(s) (attempt ${attempt}, retry in ${retryInMs} ms): ${(cause as Error)?.message ?? cause}`,
+          { cause, details: { sink: this.#o.sink.name, records: batch.length, attempt } },
+        )
+        this.#onEvent({ type: 'delivery-failed', error, attempt, retryInMs })
+        await sleep(retryInMs, this.#stop.signal)
+        continue
+      }
+      this.#sending = false
+      if (this.#closed) return
+      attempt = 0
+      try {
+        const tx = this.#store.transaction()
+        const view = tx.value(OUTBOX_STATE)
+        for (const b of batch) view.delete(b.key)
+        await tx.commitWithoutPosition()
+      } catch (error) {
+        // Delivered but still in the outbox: sent again by the next owner, same ids.
+        this.#storeFailed(error)
+        return
+      }
+      let bytes = 0
+      for (const b of batch) bytes += b.bytes
+      this.#records = Math.max(0, this.#records - batch.length)
+      this.#bytes = Math.max(0, this.#bytes - bytes)
+      this.#onEvent({ type: 'delivered', records: batch.length, bytes })
+      this.#checkFull()
+    }
+  }
+
+  async #read(): Promise<Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>> {
+    const out: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }> = []
+    for await (const [key, value] of this.#store.transaction().value(OUTBOX_STATE).entries({ limit: this.#o.maxBatchRecords })) {
+      out.push({ key, bytes: value.byteLength, record: decodeOutboxRecord(value) })
+    }
+    return out
+  }
+
+  #storeFailed(error: unknown): void {
+    // The store closed under us: the runtime is shutting down, nothing to report.
+    if (this.#closed || isTidemarkError(error, 'TIDEMARK_STORE_CLOSED')) return
+    this.#onStoreFailed(error)
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms)
+    function done(): void {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+  })
+}

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest'
+import { decodeOutboxRecord, encodeOutboxRecord, formatRecordId, outboxKey, parseRecordId } from '../../src/outputs/index.js'
+
+describe('record ids', () => {
+  it('have one documented text per id, escape job and topic, and parse back', () => {
+    const id = { job: 'word:count/1', topic: 'lines', partition: 3, offset: 9_007_199_254_740_993n, index: 2 }
+    const text = formatRecordId(id)
+    expect(text).toBe('tm1:word%3Acount%2F1:lines:3:9007199254740993:2')
+    expect(parseRecordId(text)).toEqual(id)
+    expect(parseRecordId(Buffer.from(text))).toEqual(id)
+    // Deterministic: the same fields always give the same bytes.
+    expect(formatRecordId({ ...id })).toBe(text)
+  })
+
+  it('refuse anything that is not the canonical form with TIDEMARK_OUTPUT_ID_INVALID', () => {
+    for (const bad of ['', 'tm2:a:b:0:0:0', 'tm1:a:b:0:0', 'tm1:a:b:00:0:0', 'tm1:a:b:0:-1:0', 'tm1::b:0:0:0', 'tm1:a%3a:b:0:0:0', 'tm1:a:b:0:99999999999999999999:0', 'tm1:%E0%A4%A:b:0:0:0']) {
+      expect(() => parseRecordId(bad), bad).toThrow(expect.objectContaining({ code: 'TIDEMARK_OUTPUT_ID_INVALID' }))
+    }
+  })
+
+  it('binary record format round-trips, null key and value included, and rejects trailing or truncated bytes', () => {
+    const r = { id: 'tm1:j:t:0:5:1', topic: 'out', partition: -1, key: null, value: Buffer.from('v'), headers: { a: Buffer.from('1'), 'tidemark-id': Buffer.from('tm1:j:t:0:5:1') } }
+    const bytes = encodeOutboxRecord(r)
+    expect(bytes.subarray(0, 4).toString('latin1')).toBe('TMO\x01')
+    expect(decodeOutboxRecord(bytes)).toEqual(r)
+    const tomb = { ...r, key: Buffer.from('k'), value: null, partition: 7, headers: {} }
+    expect(decodeOutboxRecord(encodeOutboxRecord(tomb))).toEqual(tomb)
+    expect(() => decodeOutboxRecord(Buffer.concat([bytes, Buffer.from([0])]))).toThrow(/trailing/)
+    expect(() => decodeOutboxRecord(bytes.subarray(0, bytes.length - 1))).toThrow(/truncated/)
+  })
+
+  it('outbox keys sort in (source partition, offset, index) order', () => {
+    const keys = [outboxKey('s', 0, 256n, 0), outboxKey('s', 0, 1n, 1), outboxKey('s', 0, 1n, 0), outboxKey('s', 0, 2n ** 40n, 0)]
+    const sorted = [...keys].sort(Buffer.compare)
+    expect(sorted).toEqual([keys[2], keys[1], keys[0], keys[3]])
+  })
+})

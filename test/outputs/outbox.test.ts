@@ -1,0 +1,105 @@
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
+import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readDedupeWatermarks, readOutbox, type OutputSink } from '../../src/outputs/index.js'
+import { interceptBatchWrites } from '../helpers/faults.js'
+import { tempDir } from '../helpers/tmp.js'
+import { counter, counts, expectedCounts, readCounts, summer, wordLog } from './fixtures.js'
+
+/** A sink that never confirms: everything stays in the outbox. */
+const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })
+
+async function outboxOf(path: string): Promise<Buffer[]> {
+  const store = await PartitionStore.open({ path, states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
+  const out: Buffer[] = []
+  for await (const [key, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(Buffer.concat([Buffer.from(key), Buffer.from(value)]))
+  await store.close()
+  return out
+}
+
+describe('outbox', () => {
+  it('delivers every emitted record after its commit, in order, with its id as a header, and empties the outbox', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 500)
+    const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+    const p = counter(dir, log, { sink })
+    await p.start()
+    expect(await p.catchUp()).toBe(500)
+    await p.flushOutputs()
+    expect(await readOutbox(p.store)).toEqual([])
+    await p.close()
+    await sink.close()
+    const out = await openFileLog(join(dir, 'out', 'counts'))
+    const codec = outboxRecordCodec()
+    const ids: string[] = []
+    for await (const e of out.read(0n)) {
+      const r = codec.decode(e.data)
+      ids.push(r.id)
+      expect(r.headers['tidemark-id']!.toString()).toBe(r.id)
+    }
+    expect(ids).toEqual(Array.from({ length: 500 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(i), index: 0 })))
+    await out.close()
+    await log.close()
+  })
+
+  it('a record exists if and only if its batch committed: a failed commit and a failed handler leave none of theirs', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 300)
+    // The third batch write (events 100..149) fails: as a crash before the commit would.
+    const restore = interceptBatchWrites((n, real) => (n === 3 ? Promise.reject(new Error('disk gone')) : real()))
+    const p = counter(dir, log, { sink: stalledSink() }, { snapshots: undefined })
+    try {
+      await p.start()
+      await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+    } finally {
+      restore()
+    }
+    await p.close()
+    const store = await PartitionStore.open({ path: join(dir, 'counter'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
+    expect(store.position('words', 0)).toBe(99n)
+    expect((await readOutbox(store)).map((r) => r.id)).toEqual(Array.from({ length: 100 }, (_, i) => `tm1:counter:words:0:${i}:0`))
+    await store.close()
+
+    const failing = counter(dir, log, { sink: stalledSink() }, {
+      snapshots: undefined,
+      handler: (tx, { word }, ctx) => {
+        ctx.emit({ topic: 'counts', key: word, value: 'x' })
+        if (ctx.offset === 130n) throw new Error('bad event')
+      },
+    })
+    await failing.start()
+    await expect(failing.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_HANDLER_FAILED' })
+    await failing.close()
+    expect(await outboxOf(join(dir, 'counter'))).toHaveLength(100)
+    await log.close()
+  })
+
+  it('a replay produces byte-identical records, and a new owner restoring a snapshot holds the same outbox', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 300)
+    const first = counter(join(dir, 'a'), log, { sink: stalledSink() }, { snapshots: undefined })
+    await first.start()
+    await first.catchUp()
+    await first.close()
+    const a = await outboxOf(join(dir, 'a', 'counter'))
+    expect(a).toHaveLength(300)
+
+    // An owner that snapshots at 199 and goes on; the next restores that
+    // snapshot (outbox included) and replays 200..299.
+    const old = counter(join(dir, 'b'), log, { sink: stalledSink() })
+    await old.start()
+    await old.catchUp({ end: 200n })
+    await old.snapshot()
+    await old.catchUp()
+    await old.close()
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'b', 'snapshots') })
+    const next = counter(join(dir, 'c'), log, { sink: stalledSink() }, { snapshots: { store: snapshots }, ownership: { takeover: 'force' } })
+    expect(await next.start()).toMatchObject({ source: 'snapshot', offset: 199n })
+    expect(await next.catchUp()).toBe(100)
+    await next.close()
+    expect(await outboxOf(join(dir, 'c', 'counter'))).toEqual(a)
+    expect(await outboxOf(join(dir, 'b', 'counter'))).toEqual(a)
+    await log.close()
+  })
+})
