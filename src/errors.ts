@@ -54,6 +54,9 @@ export const ERROR_CODES = {
   TIDEMARK_PROCESSOR_CLOSED: { retriable: false, summary: 'the partition processor was closed, or stopped after an error' },
   TIDEMARK_POINT_NOT_REACHABLE: { retriable: false, summary: 'a point-in-time restore target lies beyond the log\'s tail or before anything a snapshot or the log still holds' },
   TIDEMARK_POSITION_TRUNCATED: { retriable: false, summary: 'a consumer-group partition\'s state ends before the first record its Kafka partition still holds (retention deleted the records between); the partition stops unless onTruncated is \'reset-to-earliest\'' },
+  // outputs/
+  TIDEMARK_OUTPUT_DELIVERY_FAILED: { retriable: true, summary: 'an output sink failed to take records from a partition\'s outbox (cause: the sink\'s error); reported in a delivery-failed event, the records stay in the outbox and the publisher retries with backoff' },
+  TIDEMARK_OUTPUT_ID_INVALID: { retriable: false, summary: 'with dedupe: \'tidemark-ids\', a record\'s tidemark-id header is not a Tidemark record id (tm1:<job>:<topic>:<partition>:<offset>:<index>); the partition stops at that record' },
   // ownership/
   TIDEMARK_OWNERSHIP_CONFLICT: { retriable: true, summary: 'another owner holds the partition\'s claim (its lease has not expired, or it has none) or won the race for it; details.reason says which (live-lease, no-lease, unreadable, newer-generation, race)' },
   TIDEMARK_OWNERSHIP_LOST: { retriable: false, summary: 'this owner\'s claim was taken over by a newer owner (higher epoch), released or removed: it must stop processing the partition' },

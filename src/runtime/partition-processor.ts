@@ -15,6 +15,9 @@ import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/sc
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
+import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
+import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
+import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
 
 export interface SnapshotSettings
   extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes'> {
@@ -67,7 +70,8 @@ export interface PartitionProcessorOptions<E> {
   /** The local partition store directory. */
   path: string
   states: readonly StateDefinition[]
-  handler: EventHandler<E>
+  /** The context's emit() exists when `outputs` is set (docs/outputs.md); any EventHandler fits. */
+  handler: (tx: Parameters<EventHandler<E>>[0], event: E, context: Parameters<EventHandler<E>>[2] & EmitContext) => void | Promise<void>
   /** Decodes events from log entries. JSON by default. */
   codec?: Codec<E>
   /** Events per commit. Default 1000. */
@@ -96,6 +100,10 @@ export interface PartitionProcessorOptions<E> {
   store?: Omit<PartitionStoreOptions, 'path' | 'states'>
   /** The partition's claim, taken in start() when `snapshots` is set (it lives in the snapshot store). */
   ownership?: OwnershipSettings
+  /** Exactly-once outputs: ctx.emit() writes to an outbox committed with the batch, delivered to `sink` after it (docs/outputs.md). */
+  outputs?: OutputsOptions
+  /** `'tidemark-ids'`: events whose `headers['tidemark-id']` was already applied are skipped (events from outboxRecordCodec()). Default 'off'. */
+  dedupe?: DedupeMode
 }
 
 export const PROCESSOR_DEFAULTS = Object.freeze({
@@ -139,6 +147,8 @@ export interface ProcessorEvents {
   snapshotter: [SnapshotterEvent]
   /** The partition's claim: a failed renewal or release, the claim lost. */
   ownership: [OwnershipEvent]
+  /** Outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped. */
+  outputs: [OutputsEvent]
 }
 
 /**
@@ -168,6 +178,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #replayed = false
   /** The error that stopped the partition: the first one, which is the one reported. */
   #failure: { error: unknown } | undefined
+  readonly #outputs: PartitionOutputs
 
   constructor(options: PartitionProcessorOptions<E>) {
     super()
@@ -192,6 +203,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     if (typeof resolved.allowEmpty !== 'boolean') throw new TypeError('options.allowEmpty must be a boolean')
     this.options = Object.freeze(resolved)
     this.#ownership = resolveOwnership(options.ownership, options.snapshots)
+    this.#outputs = new PartitionOutputs({
+      job: options.job, topic: options.topic, partition: options.partition,
+      outputs: resolveOutputs(options.outputs), dedupe: resolveDedupe(options.dedupe),
+      onEvent: (event) => this.emit('outputs', event),
+      onStoreFailed: (error) => this.#fail(error),
+    })
     this.#o = options
   }
 
@@ -250,7 +267,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       } else {
         await mkdir(dirname(o.path), { recursive: true })
       }
-      this.#store = await PartitionStore.open({ ...o.store, path: o.path, states: o.states })
+      this.#store = await PartitionStore.open({ ...o.store, path: o.path, states: this.#outputs.states(o.states) })
+      await this.#outputs.attach(this.#store)
       if (o.snapshots !== undefined) {
         const { store, schedule, onClose: _onClose, ...rest } = o.snapshots
         const claim = this.#claim!
@@ -278,7 +296,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         log: o.log,
         topic: o.topic,
         partition: o.partition,
-        handler: o.handler,
+        handler: this.#outputs.wrap(o.handler as Parameters<PartitionOutputs['wrap']>[0], eventIdHeader) as EventHandler<E>,
         codec: o.codec ?? jsonCodec<E>(),
         batchSize: this.options.batchSize,
       })
@@ -329,9 +347,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           meter.update(done, Math.max(total, done))
           this.emit('commit', { events, offset })
           this.#scheduler?.noteCommit(events, bytes)
+          this.#outputs.committed(offset)
         },
         onCommitFailed: (error) => this.#fail(error),
-        beforeCommit: this.#beforeBatchCommit,
+        beforeCommit: this.#outputs.enabled ? this.#beforeCommitWithRoom : this.#beforeBatchCommit,
       })
       meter.finish()
       this.#replayed = true
@@ -467,6 +486,22 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     })
   }
 
+  /**
+   * With outputs: a batch commits only while the committed outbox is below
+   * its limit; otherwise the partition waits here (its batch in memory,
+   * nothing written) until delivery makes room.
+   */
+  readonly #beforeCommitWithRoom = (): Promise<void> | undefined => {
+    if (this.#failure !== undefined) throw this.#failure.error
+    const room = this.#outputs.waitForRoom()
+    return room === undefined ? this.#beforeBatchCommit() : room.then(() => this.#beforeBatchCommit())
+  }
+
+  /** Resolves once every output committed so far was delivered (immediately without outputs). */
+  async flushOutputs(): Promise<void> {
+    await this.#outputs.publisher?.flush()
+  }
+
   /** The claim is gone: the partition stops within the batch in flight. */
   #lost(error: unknown): void {
     if (this.#failure !== undefined) return
@@ -517,6 +552,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     try {
       await this.#scheduler?.stop()
       await this.#snapshotter?.close()
+      await this.#outputs.close()
       await this.#store?.close()
     } finally {
       // Last, once nothing of this owner can write any more. A claim that
