@@ -93,3 +93,15 @@ export class TidemarkError extends Error {
 export function isTidemarkError(err: unknown, code?: ErrorCode): err is TidemarkError {
   return err instanceof TidemarkError && (code === undefined || err.code === code)
 }
+
+/**
+ * `err` itself when it is a TidemarkError, else a TidemarkError of `code`
+ * whose cause it is (with its message appended). For events whose error
+ * field is typed TidemarkError (snapshot-failed, gc-failed, ownership), so a
+ * listener can read `code` and `retriable` whatever failed underneath.
+ */
+export function asTidemarkError(err: unknown, code: ErrorCode, message: string, options: Omit<TidemarkErrorOptions, 'cause'> = {}): TidemarkError {
+  if (err instanceof TidemarkError) return err
+  const reason = err instanceof Error ? err.message : String(err)
+  return new TidemarkError(code, `${message}: ${reason}`, { ...options, cause: err })
+}

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { isTidemarkError, TidemarkError } from '../errors.js'
+import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import { acquireClaim, CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
@@ -53,11 +53,11 @@ export interface OwnershipSettings {
 /** What the processor reports about its claim. */
 export type OwnershipEvent =
   /** A renewal failed with a store error; the next tick retries it, and no batch commits once the lease has run out without one succeeding. */
-  | { type: 'renew-failed'; error: unknown; leaseUntil: number | null }
+  | { type: 'renew-failed'; error: TidemarkError; leaseUntil: number | null }
   /** The claim was taken by another owner (or the snapshots were fenced by a newer epoch): the partition stops with this error. */
-  | { type: 'lost'; error: unknown }
+  | { type: 'lost'; error: TidemarkError }
   /** close() could not release the claim (a store error); the next owner gets it once the lease runs out. */
-  | { type: 'release-failed'; error: unknown }
+  | { type: 'release-failed'; error: TidemarkError }
 
 export interface PartitionProcessorOptions<E> {
   /** Namespace of the job's snapshots. */
@@ -139,8 +139,10 @@ export interface ProcessorEvents {
    * A snapshot failed; processing goes on and the previous snapshot stays the
    * latest. Not emitted once the partition has stopped on an error, nor for a
    * failure of the partition store itself, which stops the partition instead.
+   * An error that is no TidemarkError (a bug, say) arrives as the cause of a
+   * TIDEMARK_SNAPSHOT_UPLOAD_FAILED that is not retriable.
    */
-  'snapshot-failed': [unknown]
+  'snapshot-failed': [TidemarkError]
   /** Reports from the restore: snapshots skipped and why (also manifests that do not verify), the local store used or replaced. */
   restore: [RestoreEvent]
   /** Reports from the snapshotter that fail no snapshot: manifests that do not verify, objects uploaded again, a failed gc. */
@@ -352,7 +354,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         onCommitFailed: (error) => this.#fail(error),
         beforeCommit: this.#outputs.enabled ? this.#beforeCommitWithRoom : this.#beforeBatchCommit,
       })
-      meter.finish()
+      // An idle live loop (run() polls every pollIntervalMs) has nothing to
+      // report: a final report of 0 of 0 events would come 20 times a second.
+      if (!this.#replayed || done > 0) meter.finish()
       this.#replayed = true
       return applied
     } catch (err) {
@@ -464,7 +468,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       await claim.renew()
     } catch (error) {
       if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost(error)
-      else this.emit('ownership', { type: 'renew-failed', error, leaseUntil: claim.leaseUntil })
+      else this.emit('ownership', { type: 'renew-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'renewing the claim failed', { retriable: true }), leaseUntil: claim.leaseUntil })
     } finally {
       this.#renewing = false
     }
@@ -505,7 +509,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   /** The claim is gone: the partition stops within the batch in flight. */
   #lost(error: unknown): void {
     if (this.#failure !== undefined) return
-    this.emit('ownership', { type: 'lost', error })
+    this.emit('ownership', { type: 'lost', error: asTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST', 'the claim was lost') })
     this.#fail(error)
   }
 
@@ -537,7 +541,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       this.#fail(error)
       return
     }
-    this.emit('snapshot-failed', error)
+    this.emit('snapshot-failed', asTidemarkError(error, 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `snapshot of ${this.#o.topic}/${this.#o.partition} failed`, { retriable: false }))
   }
 
   /** Shuts down after a failure; an error of the shutdown (closing a store that failed) adds nothing to the failure. */
@@ -566,7 +570,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       await this.#claim?.release()
     } catch (error) {
       // The lease runs out on its own; the next owner just waits for it.
-      this.emit('ownership', { type: 'release-failed', error })
+      this.emit('ownership', { type: 'release-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'releasing the claim failed', { retriable: true }) })
     }
   }
 }

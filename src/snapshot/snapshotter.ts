@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { rm } from 'node:fs/promises'
-import { isTidemarkError, TidemarkError } from '../errors.js'
+import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
@@ -59,7 +59,7 @@ export interface SnapshotterOptions {
 }
 
 export type SnapshotterEvent =
-  | { type: 'gc-failed'; error: unknown }
+  | { type: 'gc-failed'; error: TidemarkError }
   | { type: 'objects-unavailable'; objects: string[]; reason: string }
   | { type: 'live-set-unknown'; message: string }
   /** Listed manifests that do not verify (junk, truncated, of another key): ignored for numbering, fencing and reuse. Reported once per Snapshotter. */
@@ -247,7 +247,7 @@ export class Snapshotter {
         try {
           result.gc = await this.gc()
         } catch (error) {
-          this.#emit({ type: 'gc-failed', error })
+          this.#emit({ type: 'gc-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'garbage collection failed') })
         }
       }
       return result

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../node24-timeouts.js'
-import { TidemarkError } from '../../../src/errors.js'
+import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
@@ -29,22 +29,22 @@ export interface StatefulConsumerEvents {
   /** A partition's state is restored and its records are being fetched. */
   'partition-started': [PartitionStarted]
   /** A partition stopped on an error (it stays paused here until the group moves it). */
-  'partition-failed': [TopicPartition & { error: unknown }]
+  'partition-failed': [TopicPartition & { error: TidemarkError }]
   /** A partition was revoked or the consumer closed: its hand-off and its counts. */
   'partition-closed': [PartitionClosed]
   /** A batch of records was committed with its state. */
   commit: [TopicPartition & { events: number; offset: bigint }]
   /** A record that did not decode was skipped or dead-lettered (onDecodeError). */
-  'record-skipped': [TopicPartition & { offset: bigint; action: 'skip' | 'dead-letter'; error: unknown }]
+  'record-skipped': [TopicPartition & { offset: bigint; action: 'skip' | 'dead-letter'; error: TidemarkError }]
   /** A partition's state ends before the log's first record. */
   truncated: [TopicPartition & { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }]
   snapshot: [TopicPartition & { result: SnapshotResult }]
   /** A snapshot failed; processing goes on and the previous snapshot stays the latest. */
-  'snapshot-failed': [TopicPartition & { error: unknown }]
+  'snapshot-failed': [TopicPartition & { error: TidemarkError }]
   snapshotter: [TopicPartition & { event: SnapshotterEvent }]
   restore: [TopicPartition & { event: RestoreEvent }]
-  /** kafkajs's consumer crashed; with restart it rejoins by itself. */
-  crash: [{ error: unknown; restart: boolean }]
+  /** kafkajs's consumer crashed (its error is the cause of a TIDEMARK_LOG_UNAVAILABLE); with restart it rejoins by itself. */
+  crash: [{ error: TidemarkError; restart: boolean }]
 }
 
 export interface PartitionStatus extends TopicPartition {
@@ -102,7 +102,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
       seek: (tp, offset) => this.#seek(tp, offset),
       started: (info) => this.emit('partition-started', info),
-      failed: (tp, error) => this.emit('partition-failed', { ...tp, error }),
+      failed: (tp, error) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }),
       closed: (info) => {
         this.#closedCounts.applied += info.counts.applied
         this.#closedCounts.skipped += info.counts.skipped
@@ -126,7 +126,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     })
     c.on(c.events.CRASH, ({ payload }) => {
       const restart = payload.restart || this.#restartAfterCrash()
-      this.emit('crash', { error: payload.error, restart })
+      this.emit('crash', { error: crashError(payload.error), restart })
     })
     try {
       await this.#admin.connect()
@@ -163,7 +163,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     this.#crashes++
     const timer = setTimeout(() => {
       if (this.#state !== 'running' && this.#state !== 'starting') return
-      this.#consumer.connect().then(() => this.#run()).catch((error: unknown) => this.emit('crash', { error, restart: false }))
+      this.#consumer.connect().then(() => this.#run()).catch((error: unknown) => this.emit('crash', { error: crashError(error), restart: false }))
     }, 500 * this.#crashes)
     timer.unref()
     return true
@@ -243,7 +243,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       // It stopped outside a batch (its store failed in a snapshot's reopen,
       // a newer owner fenced its snapshots): stop fetching it, and say so once.
       this.#pause({ topic, partition })
-      this.emit('partition-failed', { topic, partition, error: task.failure })
+      this.emit('partition-failed', { topic, partition, error: partitionError({ topic, partition }, task.failure) })
       return
     }
     if (task.state !== 'running') return
@@ -258,7 +258,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       // The task has stopped: the partition stays paused until the group
       // moves it; the other partitions go on.
       this.#pause({ topic, partition })
-      this.emit('partition-failed', { topic, partition, error })
+      this.emit('partition-failed', { topic, partition, error: partitionError({ topic, partition }, error) })
     } finally {
       this.#inFlight.delete(applying)
     }
@@ -298,10 +298,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       events: {
         restore: (tp, event) => this.emit('restore', { ...at(tp), event }),
         snapshot: (tp, result) => this.emit('snapshot', { ...at(tp), result }),
-        snapshotFailed: (tp, error) => this.emit('snapshot-failed', { ...at(tp), error }),
+        snapshotFailed: (tp, error) => this.emit('snapshot-failed', { ...at(tp), error: asTidemarkError(error, 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `snapshot of ${tp.topic}/${tp.partition} failed`, { retriable: false }) }),
         snapshotter: (tp, event) => this.emit('snapshotter', { ...at(tp), event }),
         commit: (tp, b) => this.emit('commit', { ...at(tp), ...b }),
-        skipped: (tp, r) => this.emit('record-skipped', { ...at(tp), ...r }),
+        skipped: (tp, r) => this.emit('record-skipped', { ...at(tp), ...r, error: asTidemarkError(r.error, 'TIDEMARK_DECODE_FAILED', `record ${tp.topic}/${tp.partition}@${r.offset} did not decode`) }),
         truncated: (tp, info) => this.emit('truncated', { ...at(tp), ...info }),
       },
     }
@@ -340,4 +340,14 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       )
     }
   }
+}
+
+/** What stopped a partition, as the TidemarkError its event carries (a failure that is none becomes the cause). */
+function partitionError(tp: TopicPartition, error: unknown): TidemarkError {
+  return asTidemarkError(error, 'TIDEMARK_PROCESSOR_CLOSED', `partition ${tp.topic}/${tp.partition} stopped`)
+}
+
+/** A kafkajs crash as a TidemarkError: the Kafka client failed after its own retries. */
+function crashError(error: unknown): TidemarkError {
+  return asTidemarkError(error, 'TIDEMARK_LOG_UNAVAILABLE', 'the Kafka consumer crashed')
 }
