@@ -37,7 +37,36 @@ export interface GcOptions {
   protect: ReadonlySet<string>
   /** Parsed manifests by key; manifests are immutable, so a cache never goes stale. */
   cache: Map<string, SnapshotManifest>
+  /**
+   * Called with what the run listed, as it is after its deletions: a
+   * snapshotter takes it as its view of the store, so that the GC's listing
+   * is also the snapshotter's periodic full listing (no second LIST).
+   */
+  observe?: (listing: GcListing) => void
 }
+
+/** What a GC run saw, minus what it deleted. */
+export interface GcListing {
+  /** Every manifest key still listed, newest first. */
+  refs: ManifestRef[]
+  /** The kept manifests that parse (not necessarily verified), newest first. */
+  parsed: Array<{ ref: ManifestRef; manifest: SnapshotManifest }>
+  /** Data objects still there: full key -> size. */
+  objects: Map<string, number>
+}
+
+/**
+ * How often a Snapshotter collects garbage after its snapshots: after the
+ * first snapshot of each Snapshotter, then once `gcEverySnapshots` snapshots
+ * or `gcIntervalMs` have passed since the last run, whichever comes first.
+ * A run costs two LISTs (manifests, data) and a batched DELETE when there is
+ * something to delete; objects younger than `graceMs` (1 hour by default)
+ * cannot go anyway, so running more often than that gains little.
+ */
+export const GC_CADENCE_DEFAULTS = Object.freeze({
+  gcEverySnapshots: 10,
+  gcIntervalMs: 60 * 60 * 1000,
+})
 
 interface Kept {
   ref: ManifestRef
@@ -125,6 +154,16 @@ export async function collectGarbage(store: SnapshotStore, layout: SnapshotLayou
     result.objectsSkipped = `manifest ${newer.ref.key} has format version ${newer.newerVersion}, written by a newer Tidemark, so the objects it references are unknown: run the newer Tidemark's GC`
   } else {
     result.deletedObjects = await deleteUnreferenced(store, layout, options, kept, listed, newestParsed, result)
+  }
+  if (options.observe !== undefined) {
+    const gone = new Set([...deletedManifests, ...result.deletedObjects])
+    const objects = new Map<string, number>()
+    for (const info of listed.values()) if (!gone.has(info.key)) objects.set(info.key, info.size)
+    options.observe({
+      refs: refs.filter((r) => !gone.has(r.key)),
+      parsed: kept.flatMap((k) => (k.manifest === undefined ? [] : [{ ref: k.ref, manifest: k.manifest }])),
+      objects,
+    })
   }
   // Last: a store that cannot sweep (permissions) should not keep objects from being collected.
   if (store.sweepTemporaryFiles !== undefined) result.temporaryFilesRemoved = await store.sweepTemporaryFiles(layout.prefix)

@@ -5,9 +5,9 @@ import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
 import { archiveSize, packFiles, type CorruptReason, type PackedEntry } from './archive.js'
-import { listManifests, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'
+import { listManifests, listObjects, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'
 import { removeStaleCheckpoints, takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
-import { collectGarbage, type GcResult } from './gc.js'
+import { collectGarbage, GC_CADENCE_DEFAULTS, type GcListing, type GcResult } from './gc.js'
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
 import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
 import {
@@ -32,8 +32,12 @@ export interface SnapshotterOptions {
   retain?: number
   /** Unreferenced data objects younger than this are left alone by gc(): an upload may still be writing them. Default 1 hour. */
   graceMs?: number
-  /** Run gc() after every successful snapshot. Default true. */
+  /** Run gc() after snapshots, on the cadence below; false: only when gc() is called. Default true. */
   gcAfterSnapshot?: boolean
+  /** GC after the first snapshot of this Snapshotter, then after every this many snapshots (or gcIntervalMs, whichever comes first). Default 10. */
+  gcEverySnapshots?: number
+  /** ... or once this long has passed since the last GC run after a snapshot. Default 1 hour. */
+  gcIntervalMs?: number
   /** Where checkpoints are built; must be on the partition store's file system (hard links). Default `<store path>.checkpoints`. */
   checkpointDir?: string
   /** New files are packed into data objects of at most this size (a file is never split). Default 256 MiB. */
@@ -49,7 +53,11 @@ export interface SnapshotterOptions {
   /**
    * Called once per snapshot right before its manifest is written (after the
    * upload and the check for newer epochs): an owner proves there that it
-   * still holds the partition (`claim.check()`, see docs/ownership.md). A
+   * still holds the partition (`claim.check()`, see docs/ownership.md).
+   * With it, on a store that can hold claims (conditionalPut and
+   * compareAndSwap), the snapshotter trusts its own view of the store
+   * between full listings (see "Listing rules" in docs/snapshots.md): a
+   * newer owner must take the claim first, and this check finds that. A
    * rejection fails the snapshot with that very error (a TidemarkError such
    * as TIDEMARK_OWNERSHIP_LOST is not turned into a retriable upload
    * failure); no manifest is written and the uploaded data objects are left
@@ -103,7 +111,24 @@ export interface TakeSnapshotOptions {
 
 type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
+
+/**
+ * What a snapshotter knows of the snapshot store between full listings.
+ * Manifests are immutable and data objects are never overwritten, so what
+ * it saw stays true until someone deletes it; who may add a manifest that
+ * matters (a newer owner) is what the ownership check is for.
+ */
+interface StoreView {
+  /** Manifests that verify (parse and match their key), newest first. */
+  valid: Array<{ ref: ManifestRef; manifest: SnapshotManifest }>
+  /** Every listed manifest key, junk included: numbering passes over them. */
+  taken: Set<string>
+  /** Data objects (relative keys) known to be there, with their size: the last data listing, plus this snapshotter's uploads since. */
+  objects: Map<string, number>
+  /** Manifests whose objects were compared with that listing, or written here: an object of theirs that `objects` lacks is missing. */
+  complete: Set<string>
+}
 
 /** Stores with a snapshot in flight, so that two Snapshotters of one store cannot overlap. */
 const busy = new WeakSet<PartitionStore>()
@@ -133,6 +158,12 @@ export class Snapshotter {
   readonly #uploading = new Set<string>()
   /** Invalid manifests already reported, so that each is reported once. */
   readonly #reportedInvalid = new Set<string>()
+  /** Trust #view between full listings: an ownership check runs before every manifest, on a store that can hold claims. */
+  readonly #trustView: boolean
+  #view: StoreView | undefined
+  /** Successful snapshots since the last GC after a snapshot, and when that ran (undefined: not yet). */
+  #sinceGc = 0
+  #lastGcAt: number | undefined
   #inFlight: Promise<unknown> | undefined
   #closed = false
   #staleCheckpointsRemoved = false
@@ -151,6 +182,8 @@ export class Snapshotter {
       retain: checkInt(o.retain ?? d.retain, 'retain', 1),
       graceMs: checkInt(o.graceMs ?? d.graceMs, 'graceMs', 0),
       gcAfterSnapshot: checkBoolean(o.gcAfterSnapshot ?? d.gcAfterSnapshot, 'gcAfterSnapshot'),
+      gcEverySnapshots: checkInt(o.gcEverySnapshots ?? GC_CADENCE_DEFAULTS.gcEverySnapshots, 'gcEverySnapshots', 1),
+      gcIntervalMs: checkInt(o.gcIntervalMs ?? GC_CADENCE_DEFAULTS.gcIntervalMs, 'gcIntervalMs', 0),
       checkpointDir,
       maxObjectBytes: checkInt(o.maxObjectBytes ?? d.maxObjectBytes, 'maxObjectBytes', 1024 * 1024),
       uploadConcurrency: checkInt(o.uploadConcurrency ?? d.uploadConcurrency, 'uploadConcurrency', 1, 64),
@@ -159,6 +192,10 @@ export class Snapshotter {
     })
     this.#onEvent = checkFunction(o.onEvent, 'onEvent')
     this.#beforeCommit = checkFunction(o.beforeCommit, 'beforeCommit')
+    const { conditionalPut, compareAndSwap } = this.snapshotStore.capabilities ?? {}
+    // A check over a store that cannot hold a claim proves nothing (the
+    // consumer group's unclaimed partitions): then every snapshot lists.
+    this.#trustView = this.#beforeCommit !== undefined && conditionalPut === true && compareAndSwap === true
   }
 
   /** A snapshot is being taken. */
@@ -221,13 +258,45 @@ export class Snapshotter {
   async gc(options: { now?: number } = {}): Promise<GcResult> {
     checkObject(options, 'gc options')
     const now = options.now === undefined ? Date.now() : checkInt(options.now, 'now', 0)
-    return collectGarbage(this.snapshotStore, this.layout, {
-      retain: this.options.retain,
-      graceMs: this.options.graceMs,
-      now,
-      protect: this.#uploading,
-      cache: this.#manifests,
-    })
+    return this.#collect(now, false)
+  }
+
+  async #collect(now: number, afterSnapshot: boolean): Promise<GcResult> {
+    try {
+      return await collectGarbage(this.snapshotStore, this.layout, {
+        retain: this.options.retain,
+        graceMs: this.options.graceMs,
+        now,
+        protect: this.#uploading,
+        cache: this.#manifests,
+        // The GC's listing is the snapshotter's full listing too; unless a
+        // snapshot is in flight beside it (a gc() call during one), whose
+        // manifest that listing may lack: then the next snapshot lists.
+        observe: (listing) => { this.#view = afterSnapshot || this.#inFlight === undefined ? this.#viewFromGc(listing) : undefined },
+      })
+    } catch (err) {
+      // It may have deleted part of what the view holds.
+      this.#view = undefined
+      throw err
+    }
+  }
+
+  #viewFromGc(listing: GcListing): StoreView {
+    const objects = new Map<string, number>()
+    for (const [key, size] of listing.objects) objects.set(key.slice(this.layout.prefix.length), size)
+    return {
+      valid: listing.parsed,
+      taken: new Set(listing.refs.map((r) => r.key)),
+      objects,
+      complete: new Set(listing.parsed.map((p) => p.ref.key)),
+    }
+  }
+
+  /** GC after the first snapshot of this Snapshotter, then every gcEverySnapshots snapshots or gcIntervalMs. */
+  #gcDue(): boolean {
+    if (!this.options.gcAfterSnapshot) return false
+    this.#sinceGc++
+    return this.#lastGcAt === undefined || this.#sinceGc >= this.options.gcEverySnapshots || performance.now() - this.#lastGcAt >= this.options.gcIntervalMs
   }
 
   /** Waits for a snapshot in flight and refuses new ones. */
@@ -242,11 +311,21 @@ export class Snapshotter {
     const uploadStarted = performance.now()
     try {
       if (checkpoint.liveSetUnknown !== undefined) this.#emit({ type: 'live-set-unknown', message: checkpoint.liveSetUnknown })
-      const result = await this.#upload(checkpoint, forceFull, uploadStarted)
-      if (this.options.gcAfterSnapshot) {
+      let result: SnapshotResult
+      try {
+        result = await this.#upload(checkpoint, forceFull, uploadStarted)
+      } catch (err) {
+        // A failure this snapshotter cannot explain: list again next time.
+        this.#view = undefined
+        throw err
+      }
+      if (this.#gcDue()) {
         try {
-          result.gc = await this.gc()
+          result.gc = await this.#collect(Date.now(), true)
+          this.#sinceGc = 0
+          this.#lastGcAt = performance.now()
         } catch (error) {
+          // Not counted as a run: the next snapshot tries again.
           this.#emit({ type: 'gc-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'garbage collection failed') })
         }
       }
@@ -258,20 +337,19 @@ export class Snapshotter {
 
   async #upload(checkpoint: Checkpoint, forceFull: boolean, uploadStarted: number): Promise<SnapshotResult> {
     const { epoch } = this.options
-    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-    const valid = await this.#validRefs(refs)
-    this.#checkFence(valid)
-    const sequence = this.#nextSequence(valid, refs)
+    const view = await this.#currentView()
+    this.#checkFence(view.valid.map((v) => v.ref))
+    const sequence = this.#nextSequence(view.valid.map((v) => v.ref), view.taken)
     const id = snapshotId(epoch, sequence)
 
-    // What kept snapshots already hold, by name + size + sha256.
-    const kept = await this.#keptManifests(valid)
-    const parent = kept[0]
-    const available = await this.#availableObjects(kept)
+    // What the newest snapshot already holds, by name + size + sha256. Only
+    // the newest: every GC keeps it and what it references (also a GC by
+    // another process with retain 1), and a table file live now that existed
+    // then was live then, so older snapshots add nothing.
+    const parent = view.valid[0]?.manifest
+    const available = await this.#availableObjects(parent, view)
     const held = new Map<string, SnapshotFile>()
-    for (const manifest of [...kept].reverse()) {
-      for (const file of manifest.files) if (available.has(file.object)) held.set(`${file.name}\u0000${file.size}\u0000${file.sha256}`, file)
-    }
+    for (const file of parent?.files ?? []) if (available.has(file.object)) held.set(`${file.name}\u0000${file.size}\u0000${file.sha256}`, file)
     const heldNames = new Set([...held.values()].map((f) => `${f.name}\u0000${f.size}`))
 
     const reuse = new Map<string, SnapshotFile>()
@@ -344,8 +422,21 @@ export class Snapshotter {
       const key = this.layout.manifestKey(epoch, sequence)
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
-      await this.#checkUploaded(key, newObjects)
+      // With a trusted view the ownership check, made after the upload, is
+      // the object check too: a GC keeps objects whose id is above every
+      // manifest, and only a newer owner (who takes the claim first, which
+      // the check finds) can write one above this snapshot's. An object
+      // deleted outside those rules is found by the next full listing
+      // (the periodic GC) or by a restore, which skips such a snapshot.
+      if (!this.#trustView) await this.#checkUploaded(key, newObjects)
       this.#manifests.set(key, manifest)
+      const current = this.#view
+      if (current !== undefined) {
+        current.valid.unshift({ ref: { key, id, epoch, sequence, size: body.byteLength, lastModified: new Date() }, manifest })
+        current.taken.add(key)
+        for (const o of newObjects) current.objects.set(o.key, o.size)
+        current.complete.add(key)
+      }
       this.#hashes.retain(checkpoint.files)
       return {
         id,
@@ -369,9 +460,11 @@ export class Snapshotter {
 
   /** Writes the manifest: the commit point. Create-only where the store can, so two writers of one sequence cannot both win. */
   async #commit(key: string, body: Buffer): Promise<void> {
-    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-    // Only manifests of a newer epoch can fence, and only those need reading.
-    this.#checkFence(await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch)))
+    if (!this.#trustView) {
+      const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
+      // Only manifests of a newer epoch can fence, and only those need reading.
+      this.#checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref))
+    }
     // Last, so that an owner's proof of ownership is as fresh as it can be
     // when the manifest lands; its error is the caller's, passed as it is.
     if (this.#beforeCommit !== undefined) await this.#beforeCommit()
@@ -444,8 +537,32 @@ export class Snapshotter {
     }
   }
 
+  /**
+   * The view a snapshot plans with. Trusted, it is kept between full
+   * listings (the first snapshot, after a failure, each GC run); otherwise
+   * the manifests are listed for every snapshot and the parent's objects
+   * are checked with a HEAD each, as before views existed.
+   */
+  async #currentView(): Promise<StoreView> {
+    const known = this.#view
+    if (known !== undefined && this.#trustView) return known
+    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
+    const valid = await this.#validRefs(refs)
+    const objects = new Map<string, number>()
+    // Untrusted, the objects a snapshot reuses are HEADed each time (as
+    // many as the parent has); trusted, one data listing serves until the next.
+    if (this.#trustView) {
+      const listed = await this.#dfs('list the data objects', () => listObjects(this.snapshotStore, this.layout.dataPrefix))
+      for (const info of listed) objects.set(info.key.slice(this.layout.prefix.length), info.size)
+    }
+    const complete = new Set(this.#trustView ? valid.map((v) => v.ref.key) : [])
+    const view: StoreView = { valid, taken: new Set(refs.map((r) => r.key)), objects, complete }
+    this.#view = view
+    return view
+  }
+
   /** The listed manifests that verify, newest first; the others are reported once and otherwise ignored. */
-  async #validRefs(refs: readonly ManifestRef[]): Promise<ManifestRef[]> {
+  async #validRefs(refs: readonly ManifestRef[]): Promise<Array<{ ref: ManifestRef; manifest: SnapshotManifest }>> {
     if (refs.length === 0) return []
     const { valid, invalid } = await this.#dfs('read the manifests', () => readValidManifests(this.snapshotStore, this.layout, refs, { cache: this.#manifests }))
     const fresh = invalid.filter((m) => !this.#reportedInvalid.has(m.ref.key))
@@ -453,7 +570,7 @@ export class Snapshotter {
       for (const m of fresh) this.#reportedInvalid.add(m.ref.key)
       this.#emit({ type: 'manifests-invalid', manifests: fresh.map((m) => ({ key: m.ref.key, reason: m.reason, message: m.message })) })
     }
-    return valid.map((v) => v.ref)
+    return valid
   }
 
   /**
@@ -462,9 +579,8 @@ export class Snapshotter {
    * numbering (junk at the maximum would exhaust it) but never overwritten
    * either (junk at the next key would fence this writer).
    */
-  #nextSequence(valid: readonly ManifestRef[], listed: readonly ManifestRef[]): number {
+  #nextSequence(valid: readonly ManifestRef[], taken: ReadonlySet<string>): number {
     const { epoch } = this.options
-    const taken = new Set(listed.map((r) => r.key))
     const highest = valid.reduce((max, r) => Math.max(max, r.sequence), -1)
     let sequence = highest + 1
     while (sequence <= MAX_SEQUENCE && taken.has(this.layout.manifestKey(epoch, sequence))) sequence++
@@ -489,33 +605,26 @@ export class Snapshotter {
     }
   }
 
-  /** The newest `retain` manifests that verify: the only ones a new snapshot references, so gc() never takes what it needs. */
-  async #keptManifests(refs: readonly ManifestRef[]): Promise<SnapshotManifest[]> {
-    const out: SnapshotManifest[] = []
-    for (const ref of refs) {
-      if (out.length >= this.options.retain) break
-      try {
-        out.push(await this.#dfs('read a manifest', () => this.#read(ref)))
-      } catch (err) {
-        if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
-      }
-    }
-    return out
-  }
-
-  /** Objects of the kept manifests that exist with at least their recorded size; a file in any other one is uploaded again. */
-  async #availableObjects(kept: readonly SnapshotManifest[]): Promise<Map<string, number>> {
-    const sizes = new Map<string, number>()
-    for (const m of kept) for (const o of m.objects) sizes.set(o.key, o.size)
-    const keys = [...sizes.keys()]
-    const infos = await this.#dfs('check the referenced objects', () => mapLimit(keys, 8, (key) => this.snapshotStore.head(this.layout.dataKey(key))))
+  /**
+   * Objects of the parent that exist with their recorded size; a file in any
+   * other one is uploaded again. Known from the view; an object the view has
+   * not seen listed (a manifest another writer added since) costs a HEAD.
+   */
+  async #availableObjects(parent: SnapshotManifest | undefined, view: StoreView): Promise<Map<string, number>> {
     const available = new Map<string, number>()
-    const missing: string[] = []
-    keys.forEach((key, i) => {
+    if (parent === undefined) return available
+    const complete = view.complete.has(this.layout.manifestKey(parent.epoch, parent.sequence))
+    const unknown = parent.objects.filter((o) => !view.objects.has(o.key) && !complete)
+    const infos = await this.#dfs('check the referenced objects', () => mapLimit(unknown, 8, (o) => this.snapshotStore.head(this.layout.dataKey(o.key))))
+    unknown.forEach((o, i) => {
       const info = infos[i]
-      if (info !== undefined && info.size === sizes.get(key)) available.set(key, info.size)
-      else missing.push(key)
+      if (info !== undefined) view.objects.set(o.key, info.size)
     })
+    const missing: string[] = []
+    for (const o of parent.objects) {
+      if (view.objects.get(o.key) === o.size) available.set(o.key, o.size)
+      else missing.push(o.key)
+    }
     if (missing.length > 0) this.#emit({ type: 'objects-unavailable', objects: missing.map((k) => this.layout.dataKey(k)), reason: 'missing or of another size than their manifest says; their files are uploaded again' })
     return available
   }

@@ -50,8 +50,8 @@ describe('retention and garbage collection', () => {
     expect(await levelDigest(target)).toEqual(digest)
   })
 
-  it('run after each snapshot by default, keeping objects that kept snapshots still reference', async () => {
-    const f = await setup({ retain: 3, graceMs: 0 })
+  it('run after each snapshot with gcEverySnapshots: 1, keeping objects that kept snapshots still reference', async () => {
+    const f = await setup({ retain: 3, graceMs: 0, gcEverySnapshots: 1 })
     const taken: SnapshotResult[] = []
     for (let i = 0; i < 6; i++) {
       await f.write(i * 50, i * 50 + 50, 2 + i)

@@ -1,0 +1,188 @@
+// What a snapshot costs in requests (issue 13), counted through a wrapper
+// around the real store, and that the snapshotter's reduced listing stays
+// safe: another owner's manifest, a deleted object and a GC by another
+// process (the CLI's) are noticed where they matter, and a restore never
+// gets an unrestorable snapshot.
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { S3SnapshotStore } from '../../connectors/s3/index.js'
+import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_counting-store.js'
+import { acquireClaim, FsSnapshotStore, PartitionStore, restoreSnapshot, Snapshotter, type SnapshotStore } from '../../src/index.js'
+import { collectGarbage } from '../../src/snapshot/gc.js'
+import { SnapshotLayout } from '../../src/snapshot/layout.js'
+import { useTestBucket } from '../helpers/s3-bucket.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { levelDigest, openKvStore, range, storeDigest, writeKeys } from './helpers.js'
+
+const bucket = useTestBucket('tm-cost')
+const cleanups: Array<() => Promise<void>> = []
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn()
+})
+
+interface Owner {
+  dfs: CountingStore
+  store: PartitionStore
+  snapshotter: Snapshotter
+  write(version: number): Promise<void>
+}
+
+/** An owner as the processor wires one: a claim, and a Snapshotter that checks it before each manifest. */
+async function owner(kind: 'fs' | 's3', dir: string, options: { gcEverySnapshots?: number; graceMs?: number; root?: string; prefix?: string } = {}): Promise<Owner> {
+  const inner: SnapshotStore = kind === 'fs'
+    ? new FsSnapshotStore({ root: options.root ?? join(dir, 'dfs') })
+    : new S3SnapshotStore(bucket.storeOptions(options.prefix ?? randomName('p')))
+  const dfs = new CountingStore(inner)
+  const claim = await acquireClaim({ store: dfs, job: 'job', partition: 0, takeover: 'force' })
+  const store = await openKvStore(join(dir, 'store'))
+  const snapshotter = new Snapshotter({
+    snapshotStore: dfs, partitionStore: store, job: 'job', partition: 0, epoch: claim.epoch,
+    graceMs: options.graceMs ?? 0, gcEverySnapshots: options.gcEverySnapshots ?? 1000,
+    beforeCommit: () => claim.check(),
+  })
+  let offset = 0n
+  const o: Owner = {
+    dfs, store, snapshotter,
+    async write(version) {
+      offset = (await writeKeys(store, range(version * 7, version * 7 + 40), version, offset, 1000)) + 1n
+    },
+  }
+  cleanups.push(async () => {
+    await snapshotter.close()
+    await store.close()
+    await dfs.close()
+  })
+  return o
+}
+
+describe.each(['fs', 's3'] as const)('request cost on %s', (kind) => {
+  it('a steady-state snapshot costs 2 PUT-class (data object + manifest), 1 HEAD (the claim) and no LIST; GC runs on its cadence', async () => {
+    const o = await owner(kind, tempDir('tidemark-cost-'), { gcEverySnapshots: 4 })
+    await o.write(1)
+    const first = await o.snapshotter.takeSnapshot()
+    expect(first.gc).toBeDefined() // the first snapshot of a Snapshotter collects
+    const per = []
+    for (let v = 2; v < 10; v++) {
+      await o.write(v)
+      const before = o.dfs.snapshot()
+      const result = await o.snapshotter.takeSnapshot()
+      per.push({ counts: diffCounts(o.dfs.snapshot(), before), gc: result.gc !== undefined })
+    }
+    const steady = per.filter((p) => !p.gc)
+    const collected = per.filter((p) => p.gc)
+    expect(collected).toHaveLength(2) // snapshots 5 and 9: every 4th after the first
+    for (const { counts } of steady) {
+      expect(counts).toEqual({ put: 2, get: 0, head: 1, list: 0, delete: 0 })
+      expect(putClass(counts)).toBeLessThanOrEqual(2)
+      expect(getClass(counts)).toBeLessThanOrEqual(1)
+    }
+    // A GC run adds its two listings (manifests, data) and at most a batched delete.
+    for (const { counts } of collected) expect(counts.list).toBe(2)
+    const digest = await storeDigest(o.store)
+    const target = join(tempDir('tidemark-cost-restore-'), 'r')
+    const restored = await restoreSnapshot({ snapshotStore: o.dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.sequence).toBe(8)
+    expect(await levelDigest(target)).toEqual(digest)
+  })
+})
+
+describe('the reduced listing is still safe', () => {
+  it('a manifest written behind the snapshotter\'s back by another owner is noticed at the ownership check: no manifest, TIDEMARK_OWNERSHIP_LOST', async () => {
+    const dir = tempDir('tidemark-cost-owner-')
+    const a = await owner('fs', join(dir, 'a'), { root: join(dir, 'dfs') })
+    await a.write(1)
+    await a.snapshotter.takeSnapshot()
+    await a.write(2)
+    await a.snapshotter.takeSnapshot()
+    // B takes the partition over (force) and commits a snapshot of its own.
+    const b = await owner('fs', join(dir, 'b'), { root: join(dir, 'dfs') })
+    await b.write(5)
+    const theirs = await b.snapshotter.takeSnapshot()
+    await a.write(3)
+    const before = a.dfs.snapshot()
+    await expect(a.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_OWNERSHIP_LOST' })
+    expect(diffCounts(a.dfs.snapshot(), before).list).toBe(0)
+    const layout = new SnapshotLayout('job', 0)
+    const keys: string[] = []
+    for await (const info of a.dfs.inner.list(layout.manifestPrefix)) keys.push(info.key)
+    expect(keys.filter((k) => k.startsWith(`${layout.manifestPrefix}${String(theirs.epoch - 1).padStart(10, '0')}`))).toHaveLength(2)
+    const target = join(dir, 'restored')
+    const restored = await restoreSnapshot({ snapshotStore: a.dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.id).toBe(theirs.id)
+    expect(await levelDigest(target)).toEqual(await storeDigest(b.store))
+  })
+
+  it('a data object deleted behind its back: the restore skips what references it, and the next full listing (a GC run) makes the next snapshot restorable', async () => {
+    const dir = tempDir('tidemark-cost-deleted-')
+    const a = await owner('fs', dir)
+    await a.write(1)
+    await a.snapshotter.takeSnapshot()
+    await a.write(2)
+    const s1 = await a.snapshotter.takeSnapshot()
+    const s1Digest = await storeDigest(a.store)
+    await a.write(3)
+    const s2 = await a.snapshotter.takeSnapshot()
+    // Outside every GC rule: an operator, a lifecycle rule.
+    await a.dfs.inner.deleteMany(s2.objects)
+    await a.write(4)
+    const s3 = await a.snapshotter.takeSnapshot()
+    const s3Digest = await storeDigest(a.store)
+    // Not yet noticed (no listing since): s3 may reuse files of the deleted object.
+    const s3Broken = s3.files.some((f) => s2.objects.includes(`job/0/${f.object}`))
+
+    // Whatever references the object is skipped: the newest snapshot a restore gets is whole.
+    const target = join(dir, 'restored')
+    const restored = await restoreSnapshot({ snapshotStore: a.dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.id).toBe(s3Broken ? s1.id : s3.id)
+    if (s3Broken) expect(restored.skipped.map((s) => [s.id, s.reason])).toEqual([[s3.id, 'object-missing'], [s2.id, 'object-missing']])
+    expect(await levelDigest(target)).toEqual(s3Broken ? s1Digest : s3Digest)
+
+    // The next full listing finds it (GC reports the snapshots that lack it)...
+    const gc = await a.snapshotter.gc()
+    expect(gc.unverified.map((u) => u.id)).toContain(s2.id)
+    expect(gc.retained).toContain(s1.id)
+    // ... and the snapshot after it uploads those files again.
+    await a.write(5)
+    const s4 = await a.snapshotter.takeSnapshot()
+    const digest = await storeDigest(a.store)
+    const again = join(dir, 'restored-again')
+    const latest = await restoreSnapshot({ snapshotStore: a.dfs.inner, job: 'job', partition: 0, target: again })
+    expect(latest.snapshot?.id).toBe(s4.id)
+    expect(await levelDigest(again)).toEqual(digest)
+  })
+
+  it('a GC by another process (what `tidemark gc` runs: retain 1, grace 0), before and during an upload, never breaks the next snapshot', async () => {
+    const dir = tempDir('tidemark-cost-cli-gc-')
+    const a = await owner('fs', dir)
+    const layout = new SnapshotLayout('job', 0)
+    const cliGc = (): Promise<unknown> => collectGarbage(a.dfs.inner, layout, { retain: 1, graceMs: 0, now: Date.now(), protect: new Set(), cache: new Map() })
+    for (let v = 1; v <= 3; v++) {
+      await a.write(v)
+      await a.snapshotter.takeSnapshot()
+    }
+    await cliGc()
+    await a.write(4)
+    const s3 = await a.snapshotter.takeSnapshot()
+    // During the next upload: between its data object and its manifest.
+    const put = a.dfs.inner.put.bind(a.dfs.inner)
+    let ran = false
+    a.dfs.inner.put = async (key, body, options) => {
+      if (key.startsWith(layout.manifestPrefix) && !ran) {
+        ran = true
+        await cliGc()
+      }
+      return put(key, body, options)
+    }
+    await a.write(5)
+    const s4 = await a.snapshotter.takeSnapshot()
+    a.dfs.inner.put = put
+    expect(ran).toBe(true)
+    expect(s4.sequence).toBe(s3.sequence + 1)
+    const digest = await storeDigest(a.store)
+    const target = join(dir, 'restored')
+    const restored = await restoreSnapshot({ snapshotStore: a.dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.id).toBe(s4.id)
+    expect(restored.skipped).toEqual([])
+    expect(await levelDigest(target)).toEqual(digest)
+  })
+})
