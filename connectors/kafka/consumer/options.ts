@@ -7,6 +7,8 @@ import type { StateDefinition } from '../../../src/store/state.js'
 import type { Transaction } from '../../../src/store/transaction.js'
 import type { SnapshotSchedulerOptions } from '../../../src/snapshot/scheduler.js'
 import type { SnapshotterOptions } from '../../../src/snapshot/snapshotter.js'
+import { resolveDedupe, resolveOutputs, type ResolvedOutputs } from '../../../src/outputs/options.js'
+import type { DedupeMode, EmitContext, OutputsOptions } from '../../../src/outputs/types.js'
 
 /** One Kafka record as the handler sees it. */
 export interface ConsumerRecord<V> {
@@ -28,9 +30,11 @@ export interface ConsumerRecord<V> {
  * and must change state only through `tx`: the batch commits its records'
  * effects with the offset of its last record, or none of them. After a crash
  * or a rebalance it may run again for a record whose batch was not committed,
- * so it must not have side effects outside `tx`.
+ * so it must not have side effects outside `tx`; what it emits through
+ * `context.emit` (with options.outputs) commits with the batch and is
+ * delivered after it (docs/outputs.md).
  */
-export type RecordHandler<V> = (tx: Transaction, record: ConsumerRecord<V>) => void | Promise<void>
+export type RecordHandler<V> = (tx: Transaction, record: ConsumerRecord<V>, context: EmitContext) => void | Promise<void>
 
 /** What a record whose value the codec cannot decode does. */
 export type DecodeErrorPolicy = 'stop' | 'skip' | { deadLetter: string }
@@ -100,6 +104,10 @@ export interface StatefulConsumerOptions<V = unknown> {
   onTruncated?: 'fail' | 'reset-to-earliest'
   /** A record the codec cannot decode: stop the partition (default), skip it, or produce it to a dead-letter topic and go on. */
   onDecodeError?: DecodeErrorPolicy
+  /** Exactly-once outputs: context.emit() writes to each partition's outbox, committed with the batch and delivered after it (docs/outputs.md). */
+  outputs?: OutputsOptions
+  /** `'tidemark-ids'`: records whose `tidemark-id` header was already applied are skipped (a chain of Tidemark jobs). Default 'off'. */
+  dedupe?: DedupeMode
   /** Download concurrency of a restore. */
   downloadConcurrency?: number
   /** Options of the partition stores. */
@@ -144,6 +152,8 @@ export interface ResolvedConsumerOptions<V> {
   readonly startFrom: 'earliest' | 'latest'
   readonly onTruncated: 'fail' | 'reset-to-earliest'
   readonly onDecodeError: DecodeErrorPolicy
+  readonly outputs: ResolvedOutputs | undefined
+  readonly dedupe: DedupeMode
   readonly downloadConcurrency: number | undefined
   readonly store: Omit<PartitionStoreOptions, 'path' | 'states'>
   readonly consumer: NonNullable<StatefulConsumerOptions['consumer']>
@@ -153,7 +163,7 @@ export interface ResolvedConsumerOptions<V> {
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
-  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka',
+  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe',
 ])
 
 /** Checks the options once, naming the field that is wrong. */
@@ -170,7 +180,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   }
   if (typeof options.stateDir !== 'string' || options.stateDir === '') throw new TypeError(`options.stateDir must be a non-empty path, got ${describe(options.stateDir)}`)
   if (!Array.isArray(options.states)) throw new TypeError('options.states must be an array of state definitions')
-  if (typeof options.handler !== 'function') throw new TypeError('options.handler must be a function (tx, record) => void')
+  if (typeof options.handler !== 'function') throw new TypeError('options.handler must be a function (tx, record, context) => void')
   const codec = options.codec ?? jsonCodec<V>()
   if (typeof codec?.decode !== 'function') throw new TypeError('options.codec must be a codec with decode(bytes)')
   const groupId = options.groupId ?? `tidemark-${options.job}`
@@ -222,6 +232,8 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     startFrom,
     onTruncated,
     onDecodeError,
+    outputs: resolveOutputs(options.outputs),
+    dedupe: resolveDedupe(options.dedupe),
     downloadConcurrency,
     store: options.store ?? {},
     consumer,

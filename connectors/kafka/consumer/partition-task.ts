@@ -9,6 +9,9 @@ import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import type { ConsumerRecord, ResolvedConsumerOptions } from './options.js'
 import { acquireOwnership, type PartitionOwnership } from './ownership.js'
+import { PartitionOutputs } from '../../../src/outputs/partition-outputs.js'
+import { RECORD_ID_HEADER } from '../../../src/outputs/id.js'
+import type { OutputsEvent } from '../../../src/outputs/types.js'
 
 export interface TopicPartition {
   topic: string
@@ -59,6 +62,10 @@ export interface TaskServices {
   watermarks(topic: string, partition: number): Promise<{ low: bigint; high: bigint }>
   groupOffset(topic: string, partition: number): Promise<bigint | undefined>
   deadLetter(records: DeadLetter[]): Promise<void>
+  /** Stops fetching a partition (its outbox is full) until resumeAt. */
+  pause(tp: TopicPartition): void
+  /** Fetches a partition again from `offset`. */
+  resumeAt(tp: TopicPartition, offset: bigint): void
   events: {
     restore(tp: TopicPartition, event: RestoreEvent): void
     snapshot(tp: TopicPartition, result: SnapshotResult): void
@@ -67,6 +74,7 @@ export interface TaskServices {
     commit(tp: TopicPartition, batch: { events: number; offset: bigint }): void
     skipped(tp: TopicPartition, record: { offset: bigint; action: 'skip' | 'dead-letter'; error: unknown }): void
     truncated(tp: TopicPartition, info: { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }): void
+    outputs(tp: TopicPartition, event: OutputsEvent): void
   }
 }
 
@@ -110,6 +118,9 @@ export class PartitionTask<V> {
   #checkedAt = performance.now()
   /** Settles when the store is closed (after a hand-off snapshot that outlived its timeout, too). */
   #closed: Promise<void> | undefined
+  readonly #outputs: PartitionOutputs
+  /** Paused in the consumer until the outbox has room. */
+  #outboxPaused = false
 
   constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices) {
     this.topic = tp.topic
@@ -118,6 +129,11 @@ export class PartitionTask<V> {
     this.path = join(options.stateDir, this.key)
     this.#o = options
     this.#services = services
+    this.#outputs = new PartitionOutputs({
+      job: options.job, topic: tp.topic, partition: tp.partition, outputs: options.outputs, dedupe: options.dedupe,
+      onEvent: (event) => services.events.outputs({ topic: tp.topic, partition: tp.partition }, event),
+      onStoreFailed: (error) => void this.#fail(error),
+    })
   }
 
   get state(): TaskState {
@@ -172,7 +188,7 @@ export class PartitionTask<V> {
       } else {
         await mkdir(o.stateDir, { recursive: true })
       }
-      this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: o.states })
+      this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: this.#outputs.states(o.states) })
       let source: PartitionStarted['source'] = restored?.source ?? (this.position === undefined ? 'empty' : 'local')
       const { low, high } = await this.#services.watermarks(this.topic, this.partition)
       let fetchFrom: bigint
@@ -193,7 +209,7 @@ export class PartitionTask<V> {
           await this.#store.close()
           this.#store = undefined
           await rm(this.path, { recursive: true, force: true })
-          this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: o.states })
+          this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: this.#outputs.states(o.states) })
           source = 'reset'
           fetchFrom = low
         }
@@ -202,6 +218,8 @@ export class PartitionTask<V> {
       } else {
         fetchFrom = (await this.#services.groupOffset(this.topic, this.partition)) ?? high
       }
+      // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
+      await this.#outputs.attach(this.#store)
       if (snapshots !== undefined) {
         const { store, schedule, ...rest } = snapshots
         const ownership = this.#ownership
@@ -270,6 +288,7 @@ export class PartitionTask<V> {
     try {
       while (i < messages.length && this.#state === 'running') {
         this.#checkOwnership()
+        if (this.#pauseWhileOutboxFull()) break
         const tx = store.transaction()
         const deadLetters: DeadLetter[] = []
         const skipped: Array<{ offset: bigint; error: unknown }> = []
@@ -310,8 +329,14 @@ export class PartitionTask<V> {
               headers: message.headers ?? {},
               timestamp: Number(message.timestamp),
             }
+            if (this.#outputs.dedupe && !this.#outputs.accept(tx, record.headers[RECORD_ID_HEADER])) {
+              // Applied already (an upstream re-send): the position moves past it, nothing else.
+              end = offset
+              events++
+              continue
+            }
             try {
-              const done = handler(tx, record)
+              const done = handler(tx, record, this.#outputs.scope(tx, offset))
               if (done !== undefined) await done
             } catch (cause) {
               if (cause instanceof TidemarkError) throw cause
@@ -327,6 +352,7 @@ export class PartitionTask<V> {
           }
         } catch (err) {
           tx.abort()
+          this.#outputs.aborted()
           throw err
         } finally {
           release()
@@ -350,6 +376,7 @@ export class PartitionTask<V> {
         for (const d of deadLetters) this.#services.events.skipped(tp, { offset: d.offset, error: d.error, action: 'dead-letter' })
         this.#services.events.commit(tp, { events, offset: end })
         this.#scheduler?.noteCommit(events, bytes)
+        this.#outputs.committed(end)
         if (halt !== undefined) throw halt
       }
       return last
@@ -357,6 +384,30 @@ export class PartitionTask<V> {
       await this.#fail(err)
       throw this.#failure
     }
+  }
+
+  /**
+   * With the outbox at its limit the partition is paused in the consumer
+   * (true: apply nothing more of this fetch) and resumed from its position
+   * once delivery made room, so the other partitions go on meanwhile.
+   */
+  #pauseWhileOutboxFull(): boolean {
+    if (this.#outboxPaused) return true
+    const room = this.#outputs.waitForRoom()
+    if (room === undefined) return false
+    this.#outboxPaused = true
+    const tp = { topic: this.topic, partition: this.partition }
+    this.#services.pause(tp)
+    room.then(() => {
+      this.#outboxPaused = false
+      if (this.#state === 'running') this.#services.resumeAt(tp, this.nextOffset)
+    }, () => undefined)
+    return true
+  }
+
+  /** Resolves once every output committed so far was delivered (at once without outputs). */
+  async flushOutputs(): Promise<void> {
+    await this.#outputs.publisher?.flush()
   }
 
   /** The task stopped because another owner took its claim or fenced its snapshots. */
@@ -478,6 +529,7 @@ export class PartitionTask<V> {
     try {
       await this.#scheduler?.stop()
       await this.#snapshotter?.close()
+      await this.#outputs.close()
       await this.#store?.close()
     } finally {
       await this.#ownership?.release()

@@ -7,6 +7,7 @@ import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import { AssignmentHandler } from './assignments.js'
+import type { OutputsEvent } from '../../../src/outputs/types.js'
 import { resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
   PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
@@ -43,6 +44,8 @@ export interface StatefulConsumerEvents {
   'snapshot-failed': [TopicPartition & { error: TidemarkError }]
   snapshotter: [TopicPartition & { event: SnapshotterEvent }]
   restore: [TopicPartition & { event: RestoreEvent }]
+  /** A partition's outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped (docs/outputs.md). */
+  outputs: [TopicPartition & { event: OutputsEvent }]
   /** kafkajs's consumer crashed (its error is the cause of a TIDEMARK_LOG_UNAVAILABLE); with restart it rejoins by itself. */
   crash: [{ error: TidemarkError; restart: boolean }]
 }
@@ -197,6 +200,11 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     return total
   }
 
+  /** Resolves once every output committed so far by the partitions running here was delivered. */
+  async flushOutputs(): Promise<void> {
+    await Promise.all(this.#assignments.tasks().map((t) => t.flushOutputs()))
+  }
+
   /** The partition store of a partition running here (to read state; writes go through the handler). */
   store(topic: string, partition: number): PartitionStore | undefined {
     return this.#assignments.running(topic, partition)?.store
@@ -295,6 +303,17 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
         return offset === undefined || offset === '-1' ? undefined : BigInt(offset)
       },
       deadLetter: (records) => this.#deadLetter(records),
+      pause: (tp) => this.#pause(tp),
+      resumeAt: (tp, offset) => {
+        // Only a partition this member still runs: a rebalance may have moved it meanwhile.
+        if (this.#state !== 'running' || this.#assignments.running(tp.topic, tp.partition) === undefined) return
+        this.#seek(tp, offset)
+        try {
+          this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }])
+        } catch {
+          // The consumer is restarting; the next assignment resumes what runs.
+        }
+      },
       events: {
         restore: (tp, event) => this.emit('restore', { ...at(tp), event }),
         snapshot: (tp, result) => this.emit('snapshot', { ...at(tp), result }),
@@ -303,6 +322,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
         commit: (tp, b) => this.emit('commit', { ...at(tp), ...b }),
         skipped: (tp, r) => this.emit('record-skipped', { ...at(tp), ...r, error: asTidemarkError(r.error, 'TIDEMARK_DECODE_FAILED', `record ${tp.topic}/${tp.partition}@${r.offset} did not decode`) }),
         truncated: (tp, info) => this.emit('truncated', { ...at(tp), ...info }),
+        outputs: (tp, event) => this.emit('outputs', { ...at(tp), event }),
       },
     }
   }

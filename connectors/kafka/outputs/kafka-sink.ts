@@ -1,0 +1,65 @@
+import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
+// Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
+import '../node24-timeouts.js'
+import type { OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
+
+export interface KafkaSinkOptions {
+  /** Bootstrap brokers of the output cluster, `host:port`. */
+  brokers: string[]
+  clientId?: string
+  /** -1 (all in-sync replicas, default) or 1 (the leader). */
+  acks?: -1 | 1
+  /** kafkajs client options (ssl, sasl, retry, connectionTimeout, requestTimeout, logLevel, ...). */
+  kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
+}
+
+/**
+ * An output sink on Kafka: one kafkajs producer for the whole process (make
+ * one sink and give it to every processor or consumer), not one per
+ * partition. Not idempotent and not transactional (the outbox and the ids
+ * make delivery safe without them), with one request in flight per broker,
+ * so that a retry never reorders a partition's records.
+ */
+export function kafkaSink(options: KafkaSinkOptions): OutputSink {
+  if (options === null || typeof options !== 'object') throw new TypeError('kafkaSink: options must be an object')
+  if (!Array.isArray(options.brokers) || options.brokers.length === 0 || !options.brokers.every((b) => typeof b === 'string' && b !== '')) {
+    throw new TypeError(`kafkaSink: options.brokers must be a non-empty array of host:port strings, got ${JSON.stringify(options.brokers)}`)
+  }
+  const acks = options.acks ?? -1
+  if (acks !== -1 && acks !== 1) throw new RangeError(`kafkaSink: options.acks must be -1 or 1, got ${JSON.stringify(acks)}`)
+  const kafka = new Kafka({ logLevel: logLevel.NOTHING, ...options.kafka, brokers: [...options.brokers], clientId: options.clientId ?? 'tidemark-outputs' })
+  let producer: Promise<Producer> | undefined
+  let closed = false
+  const connected = (): Promise<Producer> => {
+    producer ??= (async () => {
+      const p = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner })
+      await p.connect()
+      return p
+    })()
+    // A failed connect is tried again by the next send.
+    producer.catch(() => { producer = undefined })
+    return producer
+  }
+  return {
+    name: `kafka:${options.brokers.join(',')}`,
+    async send(records: readonly OutboxRecord[]): Promise<void> {
+      if (closed) throw new Error('the Kafka sink is closed')
+      if (records.length === 0) return
+      // One request, topics in first-seen order, each topic's records in outbox order.
+      const byTopic = new Map<string, Message[]>()
+      for (const r of records) {
+        let messages = byTopic.get(r.topic)
+        if (messages === undefined) byTopic.set(r.topic, messages = [])
+        messages.push({ key: r.key, value: r.value, headers: { ...r.headers }, ...(r.partition >= 0 ? { partition: r.partition } : {}) })
+      }
+      const p = await connected()
+      await p.sendBatch({ acks, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
+    },
+    async close(): Promise<void> {
+      closed = true
+      const p = producer
+      producer = undefined
+      await p?.then((x) => x.disconnect(), () => undefined)
+    },
+  }
+}
