@@ -1,73 +1,74 @@
-import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { main } from '../../src/cli/main.js'
-import { FsSnapshotStore, openFileLog, PartitionStore, Snapshotter, valueState } from '../../src/index.js'
+import { openFileLog } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
-
-const run = promisify(execFile)
-const cli = (...args: string[]) => run(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/cli/main.ts'), ...args])
-
-/** Runs main() in this process with captured output: the exit code and what it wrote. */
-async function tidemark(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = ''
-  let stderr = ''
-  const code = await main(argv, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } })
-  return { code, stdout, stderr }
-}
-
-/** A partition store with one commit (offset 41) and one snapshot of it, under a fresh temp dir. */
-async function fixture(): Promise<{ dir: string; url: string; snapshotId: string }> {
-  const dir = tempDir()
-  const counts = valueState<number>('counts')
-  const store = await PartitionStore.open({ path: join(dir, 'store'), states: [counts] })
-  const tx = store.transaction()
-  tx.value(counts).put('a', 1)
-  await tx.commit({ topic: 't', partition: 0, offset: 41n })
-  const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
-  const snap = await new Snapshotter({ snapshotStore: snapshots, partitionStore: store, job: 'j', partition: 0 }).takeSnapshot()
-  await store.close()
-  return { dir, url: pathToFileURL(join(dir, 'snapshots')).href, snapshotId: snap.id }
-}
-
-/** Names, sizes and mtimes of everything under dir: equal before and after means nothing was changed. */
-function tree(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort().map((name) => {
-    const s = statSync(join(dir, name))
-    return `${name} ${s.isDirectory() ? 'dir' : s.size} ${s.mtimeMs}`
-  })
-}
+import { cli, fixture, tidemark, tree } from './helpers.js'
 
 const USAGE_LINE = /^usage:$/m
 
-it('lists positions and snapshots, restores a snapshot and collects garbage', async () => {
-  const { dir, url, snapshotId } = await fixture()
-  const positions = JSON.parse((await cli('positions', join(dir, 'store'))).stdout)
-  expect(positions.positions).toEqual([{ topic: 't', partition: 0, offset: '41' }])
-  const listed = JSON.parse((await cli('snapshots', url, '--job', 'j', '--partition', '0')).stdout)
-  expect(listed).toMatchObject([{ id: snapshotId, positions: [{ offset: '41' }] }])
-  const restored = await cli('restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'restored'))
-  expect(JSON.parse(restored.stdout)).toMatchObject({ source: 'snapshot', positions: [{ offset: '41' }] })
-  expect(restored.stderr).toContain('bytes')
-  const gc = JSON.parse((await cli('gc', url, '--job', 'j', '--partition', '0', '--retain', '1')).stdout)
-  expect(gc.retained).toEqual([snapshotId])
-  await expect(cli('restore', url, '--job', 'j')).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('missing --partition') })
-  // A failed command exits 1 from the bin too, with one line and no usage.
-  await expect(cli('snapshots', `${url}-missing`, '--job', 'j', '--partition', '0')).rejects.toMatchObject({
-    code: 1, stdout: '', stderr: expect.stringMatching(/^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: [^\n]*\n$/),
-  })
+it('positions, snapshots list, restore and gc with --json', async () => {
+  const { dir, url, snapshotIds } = await fixture()
+  const positions = JSON.parse((await tidemark('positions', join(dir, 'store'), '--json')).stdout)
+  expect(positions.positions).toEqual([{ topic: 't', partition: 0, offset: '43' }])
+  const listed = JSON.parse((await tidemark('snapshots', 'list', url, '--job', 'j', '--partition', '0', '--json')).stdout)
+  expect(listed).toMatchObject([{ id: snapshotIds[0], positions: [{ offset: '43' }] }, { id: snapshotIds[1], positions: [{ offset: '41' }] }])
+  const restored = await tidemark('restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'restored'), '--json')
+  expect(JSON.parse(restored.stdout)).toMatchObject({ source: 'snapshot', positions: [{ offset: '43' }] })
+  // Not a terminal: plain progress lines, no bar.
+  expect(restored.stderr).toMatch(/^restore: \d+\/\d+ bytes$/m)
+  expect(restored.stderr).not.toContain('\u001b')
+  const gc = JSON.parse((await tidemark('gc', url, '--job', 'j', '--partition', '0', '--retain', '1', '--json')).stdout)
+  expect(gc).toMatchObject({ dryRun: false, retained: [snapshotIds[0]], deletedManifests: [expect.stringContaining(snapshotIds[1]!)] })
+})
+
+it('the bin exits 0, 2 and 1 as documented, with errors on stderr', async () => {
+  const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string }
+  const missing = pathToFileURL(join(tempDir(), 'missing')).href
+  // Three processes at once: each spends most of its time loading tsx.
+  await Promise.all([
+    expect(cli(['--version'])).resolves.toEqual({ stdout: `${version}\n`, stderr: '' }),
+    expect(cli(['restore', 'file:///nowhere', '--job', 'j'])).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^tidemark: missing --partition\nusage:\n/) }),
+    // A failed command: one line and no usage.
+    expect(cli(['snapshots', 'list', missing, '--job', 'j', '--partition', '0'])).rejects.toMatchObject({
+      code: 1, stdout: '', stderr: expect.stringMatching(/^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: [^\n]*\n$/),
+    }),
+  ])
 })
 
 describe('usage', () => {
   it('prints the usage to stderr and exits 2 on no arguments; --help prints it to stdout and exits 0', async () => {
-    await expect(cli()).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^usage:\n/) })
+    expect(await tidemark()).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^usage:\n/) })
     const help = await tidemark('--help')
     expect(help).toMatchObject({ code: 0, stderr: '' })
     expect(help.stdout).toMatch(/^usage:\n/)
-    expect(await tidemark('restore', '-h')).toMatchObject({ code: 0, stdout: help.stdout })
+    for (const name of ['snapshots', 'restore', 'gc', 'state', 'log', 'positions', 'replay']) expect(help.stdout).toMatch(new RegExp(`^  ${name} +\\S`, 'm'))
+  })
+
+  it('--help per command prints that command\'s usage on stdout (exit 0), also after a subcommand', async () => {
+    const cases: [string[], string][] = [
+      [['restore', '-h'], 'tidemark restore <snapshot-store-url>'],
+      [['gc', '--help'], '--dry-run'],
+      [['positions', '--help'], 'tidemark positions <store-dir>'],
+      [['snapshots', '--help'], 'tidemark snapshots verify'],
+      [['snapshots', 'verify', '--help'], 'tidemark snapshots verify'],
+      [['state', 'dump', '--help'], 'tidemark state dump <source>'],
+      [['log', '--help'], 'tidemark log append'],
+      [['log', 'tail', 'x', '-h'], 'tidemark log tail'],
+    ]
+    for (const [argv, text] of cases) {
+      const result = await tidemark(...argv)
+      expect(result, argv.join(' ')).toMatchObject({ code: 0, stderr: '' })
+      expect(result.stdout, argv.join(' ')).toMatch(/^usage:\n/)
+      expect(result.stdout, argv.join(' ')).toContain(text)
+    }
+  })
+
+  it('--version prints the package version (exit 0)', async () => {
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string }
+    expect(await tidemark('--version')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' })
+    expect(await tidemark('--version', 'x')).toMatchObject({ code: 2, stdout: '' })
   })
 
   it('refuses unknown options, commands and arguments, and options of another command, with the usage (exit 2)', async () => {
@@ -75,16 +76,35 @@ describe('usage', () => {
     const url = pathToFileURL(dir).href
     const cases: [string[], string | RegExp][] = [
       [['positions', dir, '--bogus'], "Unknown option '--bogus'"],
-      [['snapshots', url, '--job', 'j', '--partition'], "Option '--partition <value>' argument missing"],
+      [['snapshots', 'list', url, '--job', 'j', '--partition'], "Option '--partition <value>' argument missing"],
       [['frobnicate', dir], 'unknown command "frobnicate"'],
       [['toString', dir], 'unknown command "toString"'],
+      [['--bogus'], 'unknown option "--bogus" before the command'],
       [['positions', dir, 'extra'], 'unexpected argument "extra"'],
-      [['restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'r'), '--retain', '3'], 'restore takes no option --retain'],
-      [['positions', dir, '--job', 'j'], 'positions takes no option --job'],
-      [['snapshots', url, '--job', 'a/b', '--partition', '0'], /^tidemark: --job "a\/b" --partition "0": /],
+      [['positions'], 'missing <store-dir>'],
+      [['restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'r'), '--retain', '3'], "Unknown option '--retain'"],
+      [['positions', dir, '--job', 'j'], "Unknown option '--job'"],
+      [['snapshots', 'list', url, '--job', 'a/b', '--partition', '0'], /^tidemark: --job "a\/b" --partition "0": /],
       [['restore', url, '--job', 'j', '--partition', '0', '--target', ''], '--target must not be empty'],
       [['gc', url, '--job', 'j', '--partition', '0', '--grace-ms=-5'], '--grace-ms must be an integer of at least 0, got "-5"'],
-      [['snapshots', 'file:relative/dir', '--job', 'j', '--partition', '0'], "snapshot store URL 'file:relative/dir' is not absolute"],
+      [['snapshots', 'list', 'file:relative/dir', '--job', 'j', '--partition', '0'], "snapshot store URL 'file:relative/dir' is not absolute"],
+      [['snapshots', 'file:///x', '--job', 'j', '--partition', '0'], 'unknown snapshots subcommand "file:///x"; expected list, show, verify'],
+      [['snapshots'], 'missing subcommand: list, show, verify'],
+      [['snapshots', 'verify', url, 'ID', '--all', '--job', 'j', '--partition', '0'], 'give either <ID> or --all, not both'],
+      [['snapshots', 'show', url, '--job', 'j', '--partition', '0'], 'missing <ID>'],
+      [['state', 'get', dir, '--state', 's'], 'missing <KEY>'],
+      [['state', 'get', dir, 'k'], 'missing --state'],
+      [['state', 'dump', dir, '--job', 'j'], '--job is for a snapshot store URL source, not a store directory'],
+      [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset=-1', '--log', dir, '--topic', 't', '--handler', 'h.mjs'], '--offset must be a non-negative integer, got "-1"'],
+      [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset', '5', '--topic', 't', '--handler', 'h.mjs'], 'missing --log'],
+      [['state', 'dump', url, '--job', 'j', '--partition', '0', '--log', dir], '--log goes with --offset'],
+      [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset', '5', '--snapshot', 'x'], 'give either --snapshot or --offset, not both'],
+      [['state', 'dump', 'file:relative/dir', '--job', 'j', '--partition', '0'], "snapshot store URL 'file:relative/dir' is not absolute"],
+      [['state', 'frob'], 'unknown state subcommand "frob"; expected get, dump'],
+      [['log', 'tail', dir, '-n', 'x'], '-n must be an integer of at least 0, got "x"'],
+      [['log', 'tail', dir, '--from', 'abc'], '--from must be a non-negative integer, got "abc"'],
+      [['log', 'info', dir, '--follow'], "Unknown option '--follow'"],
+      [['log', 'info'], 'missing <log-dir>'],
     ]
     for (const [argv, message] of cases) {
       const result = await tidemark(...argv)
@@ -96,26 +116,29 @@ describe('usage', () => {
   })
 
   it('refuses --retain below 1 rather than reading it as 1, and deletes nothing', async () => {
-    const { url, snapshotId } = await fixture()
+    const { url, snapshotIds } = await fixture()
     for (const retain of ['0', '-1', '1.5', '', 'two']) {
       const result = await tidemark('gc', url, '--job', 'j', '--partition', '0', `--retain=${retain}`)
       expect(result).toMatchObject({ code: 2, stdout: '' })
       expect(result.stderr).toContain(`tidemark: --retain must be an integer of at least 1, got ${JSON.stringify(retain)}\n`)
     }
-    const listed = await tidemark('snapshots', url, '--job', 'j', '--partition', '0')
-    expect(JSON.parse(listed.stdout)).toMatchObject([{ id: snapshotId }])
+    const listed = await tidemark('snapshots', 'list', url, '--job', 'j', '--partition', '0', '--json')
+    expect(JSON.parse(listed.stdout)).toMatchObject(snapshotIds.map((id) => ({ id })))
   })
 })
 
 describe('failures', () => {
-  it('snapshots, restore and gc refuse a snapshot store URL that does not exist or is not a directory (exit 1), creating nothing', async () => {
+  it('snapshots, restore, gc and state refuse a snapshot store URL that does not exist or is not a directory (exit 1), creating nothing', async () => {
     const dir = tempDir()
     const file = join(dir, 'file')
     writeFileSync(file, 'not a store')
     for (const path of [join(dir, 'missing'), file]) {
       const url = pathToFileURL(path).href
       for (const argv of [
-        ['snapshots', url, '--job', 'j', '--partition', '0'],
+        ['snapshots', 'list', url, '--job', 'j', '--partition', '0'],
+        ['snapshots', 'show', url, 'x', '--job', 'j', '--partition', '0'],
+        ['snapshots', 'verify', url, '--all', '--job', 'j', '--partition', '0'],
+        ['state', 'dump', url, '--job', 'j', '--partition', '0'],
         ['restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'restored'), '--allow-empty'],
         ['gc', url, '--job', 'j', '--partition', '0'],
       ]) {

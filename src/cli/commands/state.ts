@@ -1,0 +1,186 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { restoreToPoint } from '../../runtime/point-in-time.js'
+import type { EventHandler } from '../../runtime/partition-synchronizer.js'
+import { restoreSnapshot } from '../../snapshot/restore.js'
+import type { Codec } from '../../store/codec.js'
+import { PartitionStore } from '../../store/partition-store.js'
+import type { StateDefinition } from '../../store/state.js'
+import {
+  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, type CliIO,
+} from '../context.js'
+import { openLogForReading } from './log.js'
+import { progressReporter } from '../progress.js'
+import { withReadOnlyStore } from '../read-only-store.js'
+import { readState, type StateRecord } from '../state-reader.js'
+
+const USAGE = `usage:
+  tidemark state get <source> <KEY> --state NAME [--sub-key S]
+      one entry as a JSON line (a map state's key without --sub-key: every
+      sub-key of it, one line each); exit 1 when there is none
+  tidemark state dump <source> [--state NAME] [--prefix P]
+      every entry (of one state; whose key starts with P) as JSON lines:
+      {"state","key","value"} (map states: and "subKey"); keys that are not
+      UTF-8 come as keyBase64, values that are not JSON as valueBase64
+
+  <source> is one of:
+    <store-dir>
+        a partition store directory, read from a copy in a temporary
+        directory: nothing there is created or changed, and a store that a
+        running process has open can be read
+    <snapshot-store-url> --job J --partition P [--snapshot ID] [--region R]
+        a snapshot (the newest usable one, or ID), restored into a temporary
+        directory that is removed afterwards
+    <snapshot-store-url> --job J --partition P --offset N --log DIR --topic T --handler MODULE
+        the state as of offset N: the newest snapshot at or before N restored
+        into a temporary directory, then the file log at DIR replayed up to N
+        through the handler (point-in-time restore). MODULE is a JavaScript
+        module that exports { handler, states } (and codec, if the events are
+        not JSON), as the partition processor is given them`
+
+const SOURCE_OPTIONS = {
+  ...PARTITION_OPTIONS,
+  snapshot: { type: 'string' }, offset: { type: 'string' }, log: { type: 'string' }, topic: { type: 'string' }, handler: { type: 'string' },
+} as const
+
+type SourceValues = { [K in keyof typeof SOURCE_OPTIONS]?: string | undefined }
+
+/** A URL (file:, s3:) rather than a directory: a scheme of two or more letters. */
+const URL_SOURCE = /^[a-z][a-z0-9+.-]+:/i
+
+/** What a --handler module must export. */
+interface HandlerModule {
+  handler: EventHandler<unknown>
+  states: readonly StateDefinition[]
+  codec?: Codec<unknown>
+}
+
+async function loadHandler(path: string): Promise<HandlerModule> {
+  const loaded = (await import(pathToFileURL(resolve(path)).href)) as Partial<HandlerModule> & { default?: Partial<HandlerModule> }
+  const m = typeof loaded.handler === 'function' ? loaded : (loaded.default ?? {})
+  if (typeof m.handler !== 'function' || !Array.isArray(m.states)) {
+    throw new UsageError(`--handler ${path} must export a function handler and an array states (or a default export with them)`)
+  }
+  return m as HandlerModule
+}
+
+/**
+ * Opens the source of a state command and runs fn on it. A store directory
+ * is read from a copy (read-only-store.ts); a snapshot is restored (and replayed) into a
+ * temporary directory, removed afterwards: nothing is created at the source.
+ */
+async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn: (store: PartitionStore) => Promise<T>): Promise<T> {
+  if (!URL_SOURCE.test(source)) {
+    for (const name of Object.keys(SOURCE_OPTIONS)) {
+      if (values[name as keyof SourceValues] !== undefined) throw new UsageError(`--${name} is for a snapshot store URL source, not a store directory`)
+    }
+    return withReadOnlyStore(source, fn)
+  }
+
+  const layout = layoutOf(values)
+  const pointInTime = values.offset !== undefined
+  if (pointInTime && values.snapshot !== undefined) throw new UsageError('give either --snapshot or --offset, not both')
+  for (const name of ['log', 'topic', 'handler'] as const) {
+    if (!pointInTime && values[name] !== undefined) throw new UsageError(`--${name} goes with --offset`)
+  }
+  let point: { offset: bigint; partition: number; topic: string; logDir: string; handlerPath: string } | undefined
+  if (pointInTime) {
+    const offset = bigintOf(values.offset!, '--offset')
+    const partition = Number(layout.partition)
+    if (!/^\d+$/.test(layout.partition) || !Number.isSafeInteger(partition)) throw new UsageError(`--offset needs a numeric --partition, got ${JSON.stringify(layout.partition)}`)
+    point = { offset, partition, topic: need(values.topic, '--topic'), logDir: need(values.log, '--log'), handlerPath: need(values.handler, '--handler') }
+  }
+  const snapshot = values.snapshot === undefined ? undefined : need(values.snapshot, '--snapshot')
+
+  return withSnapshotStore(source, values.region, io, async (snapshotStore) => {
+    const handler = point === undefined ? undefined : await loadHandler(point.handlerPath)
+    const temp = await mkdtemp(join(tmpdir(), 'tidemark-state-'))
+    const path = join(temp, 'store')
+    try {
+      let states: readonly StateDefinition[] = []
+      if (point !== undefined) {
+        const log = await openLogForReading(point.logDir)
+        const progress = await progressReporter(io, 'replay', 'events')
+        try {
+          states = handler!.states
+          const result = await restoreToPoint({
+            job: layout.job, topic: point.topic, partition: point.partition, log, states, handler: handler!.handler,
+            ...(handler!.codec === undefined ? {} : { codec: handler!.codec }),
+            snapshotStore, target: { offset: point.offset }, path,
+            onProgress: (p) => { if (p.phase === 'replay') progress.update(p.done, p.total) },
+          })
+          for (const s of result.skipped) progress.note(`skipped ${s.id}: ${s.reason}`)
+          progress.note(`state of ${point.topic}/${point.partition} as of offset ${point.offset}: ${result.snapshot === undefined ? 'no snapshot' : `snapshot ${result.snapshot}`}, ${result.replayed} events replayed`)
+        } finally {
+          progress.stop()
+          await log.close()
+        }
+      } else {
+        const progress = await progressReporter(io, 'restore', 'bytes')
+        try {
+          await restoreSnapshot({
+            snapshotStore, job: layout.job, partition: layout.partition, target: path, useLocal: false,
+            ...(snapshot === undefined ? {} : { snapshot }),
+            onProgress: (p) => progress.update(p.bytesDownloaded, p.bytesTotal),
+            onEvent: (e) => { if (e.type === 'snapshot-skipped') progress.note(`skipped ${e.skipped.id}: ${e.skipped.message}`) },
+          })
+        } finally {
+          progress.stop()
+        }
+      }
+      const store = await PartitionStore.open({ path, create: false, states })
+      try {
+        return await fn(store)
+      } finally {
+        await store.close()
+      }
+    } finally {
+      await rm(temp, { recursive: true, force: true })
+    }
+  })
+}
+
+function line(io: CliIO, record: StateRecord): void {
+  io.stdout.write(`${json(record, 'line')}\n`)
+}
+
+async function get(argv: string[], io: CliIO): Promise<number> {
+  const parsed = parse(argv, { ...SOURCE_OPTIONS, state: { type: 'string' }, 'sub-key': { type: 'string' }, json: { type: 'boolean' } })
+  if (parsed === undefined) return help(io, USAGE)
+  const { positionals: [sourceArg, keyArg, ...extra], values } = parsed
+  const source = need(sourceArg, '<source>')
+  const key = need(keyArg, '<KEY>')
+  noMore(extra)
+  const state = need(values.state, '--state')
+  const subKey = values['sub-key']
+  let found = 0
+  await withSource(source, values, io, async (store) => {
+    for await (const record of readState(store, { state, key: Buffer.from(key), ...(subKey === undefined ? {} : { subKey: Buffer.from(subKey) }) })) {
+      line(io, record)
+      found++
+    }
+  })
+  if (found > 0) return EXIT.ok
+  io.stderr.write(`tidemark: state ${JSON.stringify(state)} has no key ${JSON.stringify(key)}${subKey === undefined ? '' : ` with sub-key ${JSON.stringify(subKey)}`}\n`)
+  return EXIT.failed
+}
+
+async function dump(argv: string[], io: CliIO): Promise<number> {
+  const parsed = parse(argv, { ...SOURCE_OPTIONS, state: { type: 'string' }, prefix: { type: 'string' }, json: { type: 'boolean' } })
+  if (parsed === undefined) return help(io, USAGE)
+  const { positionals: [sourceArg, ...extra], values } = parsed
+  const source = need(sourceArg, '<source>')
+  noMore(extra)
+  const state = values.state === undefined ? undefined : need(values.state, '--state')
+  await withSource(source, values, io, async (store) => {
+    for await (const record of readState(store, {
+      ...(state === undefined ? {} : { state }),
+      ...(values.prefix === undefined ? {} : { prefix: Buffer.from(values.prefix) }),
+    })) line(io, record)
+  })
+  return EXIT.ok
+}
+
+export const state = group('state', 'read the keyed state of a store directory, or of a snapshot at an offset', USAGE, { get, dump })

@@ -1,0 +1,196 @@
+/**
+ * What every command shares: where it writes, how a command line is parsed
+ * (Node's built-in util.parseArgs, strict), how a usage mistake is told from
+ * a failure, and how data is printed (text for people, --json for programs).
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { openSnapshotStore } from '../dfs/open.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { SnapshotLayout } from '../snapshot/layout.js'
+
+/** Where main() writes and reads; process by default, captured by tests. */
+export interface CliIO {
+  stdout: { write(text: string): unknown; isTTY?: boolean }
+  stderr: { write(text: string): unknown; isTTY?: boolean; columns?: number }
+  /** For `log append` without data arguments. */
+  stdin?: AsyncIterable<Buffer | string>
+  /** For AWS_REGION and the like; process.env by default. */
+  env?: Record<string, string | undefined>
+}
+
+/** A mistake in the command line: exit 2, with the command's usage. Only the CLI's own argument handling raises it. */
+export class UsageError extends Error {}
+
+/** Exit codes: documented in the README and in `tidemark --help`. */
+export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 })
+
+/** One command or group of subcommands, as the registry lists it. */
+export interface Command {
+  name: string
+  /** One line for `tidemark --help`. */
+  summary: string
+  /** The text of `tidemark <name> --help`; starts with the line `usage:`. */
+  usage: string
+  /** Runs with the arguments after the command's name; returns the exit code. */
+  run(argv: string[], io: CliIO): Promise<number>
+}
+
+export type OptionSpec = NonNullable<ParseArgsConfig['options']>
+
+/** Options every command takes. */
+const COMMON = { help: { type: 'boolean', short: 'h' } } as const
+
+/** Options of commands that print data. */
+export const JSON_OPTION = { json: { type: 'boolean' } } as const
+
+/** Options of commands that read a partition's snapshots. */
+export const PARTITION_OPTIONS = { job: { type: 'string' }, partition: { type: 'string' }, region: { type: 'string' } } as const
+
+/**
+ * util.parseArgs with the command's options plus --help; any parse failure
+ * (an unknown option, a missing value) becomes a UsageError. Returns
+ * undefined for --help, which the caller answers with its usage.
+ */
+export function parse<O extends OptionSpec>(argv: string[], options: O): Parsed<O> | undefined {
+  let parsed
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, strict: true, options: { ...options, ...COMMON } as O & typeof COMMON })
+  } catch (err) {
+    // parseArgs reports unknown options, missing option values and the like
+    // as TypeErrors with an ERR_PARSE_ARGS_* code.
+    if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((err as Error).message, { cause: err })
+    throw err
+  }
+  return (parsed.values as { help?: boolean }).help === true ? undefined : (parsed as unknown as Parsed<O>)
+}
+
+/** What parse() returns: each option's value (a string, or true for a flag) or undefined, and the positional arguments. */
+export interface Parsed<O extends OptionSpec> {
+  values: { [K in keyof O]?: O[K] extends { type: 'boolean' } ? boolean : string }
+  positionals: string[]
+}
+
+export function need(value: string | undefined, name: string): string {
+  if (value === undefined) throw new UsageError(`missing ${name}`)
+  if (value === '') throw new UsageError(`${name} must not be empty`)
+  return value
+}
+
+/** No positional arguments beyond those a command takes. */
+export function noMore(extra: readonly string[]): void {
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`)
+}
+
+export function int(value: string | undefined, name: string, fallback: number, min: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min) throw new UsageError(`${name} must be an integer of at least ${min}, got ${JSON.stringify(value)}`)
+  return n
+}
+
+/** A non-negative offset or revision (64 bits). */
+export function bigintOf(value: string, name: string): bigint {
+  if (!/^\d{1,20}$/.test(value) || BigInt(value) > 0xffff_ffff_ffff_ffffn) throw new UsageError(`${name} must be a non-negative integer, got ${JSON.stringify(value)}`)
+  return BigInt(value)
+}
+
+/** The layout of --job and --partition; checked before anything is opened, so a bad name is a usage error. */
+export function layoutOf(values: { job?: string | undefined; partition?: string | undefined }): SnapshotLayout {
+  const job = need(values.job, '--job')
+  const partition = need(values.partition, '--partition')
+  try {
+    return new SnapshotLayout(job, partition)
+  } catch (err) {
+    throw new UsageError(`--job ${JSON.stringify(job)} --partition ${JSON.stringify(partition)}: ${(err as Error).message}`, { cause: err })
+  }
+}
+
+/**
+ * The region of an s3:// store: --region, else the URL's region parameter,
+ * else AWS_REGION or AWS_DEFAULT_REGION, else us-east-1. The AWS SDK has no
+ * default and fails every request with "Region is missing"; S3-compatible
+ * servers (MinIO, radosgw) accept any region, and us-east-1 is S3's own.
+ */
+export function s3Region(url: string, region: string | undefined, env: Record<string, string | undefined>): string | undefined {
+  if (region !== undefined) return need(region, '--region')
+  if (!url.startsWith('s3:')) return undefined
+  let fromUrl: string | null = null
+  try {
+    fromUrl = new URL(url).searchParams.get('region')
+  } catch {
+    return undefined // openSnapshotStore names the bad URL
+  }
+  if (fromUrl !== null) return undefined
+  return env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1'
+}
+
+/**
+ * Opens the snapshot store named by a command's URL argument for the duration
+ * of fn. mustExist: every command here reads, and a mistyped path must fail
+ * rather than list nothing. openSnapshotStore throws TypeError and RangeError
+ * only for the URL itself, which is a command-line argument here.
+ */
+export async function withSnapshotStore<T>(url: string, region: string | undefined, io: CliIO, fn: (store: SnapshotStore) => Promise<T>): Promise<T> {
+  let store: SnapshotStore
+  const resolved = s3Region(url, region, io.env ?? process.env)
+  try {
+    store = await openSnapshotStore(url, { mustExist: true, ...(resolved === undefined ? {} : { s3: { region: resolved } }) })
+  } catch (err) {
+    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError(err.message, { cause: err })
+    throw err
+  }
+  try {
+    return await fn(store)
+  } finally {
+    await store.close()
+  }
+}
+
+/** JSON with bigints (offsets) as strings; indented, or on one line (JSON lines). */
+export function json(value: unknown, layout: 'indented' | 'line' = 'indented'): string {
+  return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), layout === 'line' ? undefined : 2)
+}
+
+/** Prints data: JSON with --json, else the text for people. */
+export function print(io: CliIO, asJson: boolean | undefined, value: unknown, text: () => string): void {
+  io.stdout.write(asJson === true ? `${json(value)}\n` : `${text()}\n`)
+}
+
+/** Rows as aligned columns under a header. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')
+  return [line(header), ...rows.map(line)].join('\n')
+}
+
+export function positionsText(positions: readonly { topic: string; partition: number; offset: bigint }[]): string {
+  return positions.length === 0 ? '-' : positions.map((p) => `${p.topic}/${p.partition}@${p.offset}`).join(' ')
+}
+
+/**
+ * A group of subcommands (`snapshots list`, `state get`): the first
+ * argument names the subcommand; `<group> --help` prints the group's usage,
+ * and so does --help after a subcommand.
+ */
+export function group(name: string, summary: string, usage: string, subcommands: Record<string, (argv: string[], io: CliIO) => Promise<number>>): Command {
+  return {
+    name,
+    summary,
+    usage,
+    async run(argv, io) {
+      const [sub, ...rest] = argv
+      if (sub === undefined || sub.startsWith('-')) {
+        if (sub === '--help' || sub === '-h') return help(io, usage)
+        throw new UsageError(`missing subcommand: ${Object.keys(subcommands).join(', ')}`)
+      }
+      const run = Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined
+      if (run === undefined) throw new UsageError(`unknown ${name} subcommand ${JSON.stringify(sub)}; expected ${Object.keys(subcommands).join(', ')}`)
+      return run(rest, io)
+    },
+  }
+}
+
+export function help(io: CliIO, usage: string): number {
+  io.stdout.write(`${usage}\n`)
+  return EXIT.ok
+}
