@@ -64,6 +64,10 @@ export const ERROR_CODES = {
   TIDEMARK_SYNC_NOT_INITIALIZED: { retriable: false, summary: 'the synchronizer has no state yet: neither the log nor a compact point holds an initial state (call initialize())' },
   TIDEMARK_SYNC_COMPACT_POINT_CORRUPT: { retriable: false, summary: 'no compact point in the snapshot store verifies and the log no longer reaches back far enough to replay without one' },
   TIDEMARK_SYNC_CLOSED: { retriable: false, summary: 'the synchronizer was closed' },
+  // replay/
+  TIDEMARK_REPLAY_SOURCE_JOB: { retriable: false, summary: 'a replay job was given the name of the job it starts from (in the same snapshot store): a replay never writes into its source job\'s snapshots' },
+  TIDEMARK_REPLAY_JOB_EXISTS: { retriable: false, summary: 'the replay\'s job already exists with other parameters, or is no replay job (its snapshots or its local store were not made by a replay); details.reason and details.differences say which' },
+  TIDEMARK_REPLAY_RANGE_INVALID: { retriable: false, summary: 'the replay\'s range cannot be replayed as asked: to is at or after the log\'s tail, from is older than the log\'s oldest entry, or the start does not end at from - 1 (details.reason)' },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_CODES

@@ -1,0 +1,207 @@
+import { isTidemarkError, TidemarkError } from '../errors.js'
+import { PartitionProcessor } from '../runtime/partition-processor.js'
+import type { EventHandler } from '../runtime/partition-synchronizer.js'
+import { listManifests, readValidManifests } from '../snapshot/catalog.js'
+import type { SnapshotResult } from '../snapshot/snapshotter.js'
+import { stateDigest } from '../store/digest.js'
+import { PartitionStore } from '../store/partition-store.js'
+import { inspectStoreDir } from '../store/store-dir.js'
+import { resolveReplayOptions, type ReplayJobOptions, type ResolvedReplay } from './options.js'
+import { checkSame, claimNamespace, REPLAY_METADATA, REPLAY_START_METADATA, replayRecord } from './record.js'
+import { rangeInvalid, seedStore, type Seed } from './seed.js'
+
+export interface ReplayResult {
+  job: string
+  topic: string
+  partition: number
+  /** The range: the first offset replayed (after the start) and the last. */
+  from: bigint
+  to: bigint
+  /** The store's position at the end: the last event of the range that the log holds. */
+  offset: bigint | undefined
+  /** Where this call found the replay: new (seeded from its start), or resumed from its own store or snapshot. */
+  source: 'new' | 'local' | 'snapshot'
+  /** The start snapshot (another job's), for a new replay that restored one. */
+  startSnapshot?: { job: string; id: string }
+  /** Events applied by this call (a resume applies only what is left). */
+  events: number
+  /** Events applied before the range to reach an offset start (their outputs were discarded). */
+  warmedUp: number
+  /** The snapshot of the result at `to`, in the replay's own namespace. */
+  snapshot: { id: string; key: string }
+  /** sha256 (hex) of the final state: every state's keys and values in order (stateDigest). */
+  digest: string
+}
+
+/**
+ * Runs a handler deterministically over a fixed offset range of one source
+ * partition, from a snapshot (another job's), an offset or empty state, into
+ * a new job with its own snapshots and outputs: a backfill, or a what-if.
+ *
+ * Killed at any point, a second call with the same options continues from
+ * what was committed: from the local store at `path`, or from the replay's
+ * own newest snapshot when that store is gone. No event is applied twice or
+ * skipped, and emitted records keep their ids (job, source topic, partition,
+ * offset, index), so a replay killed and resumed delivers the same records,
+ * byte for byte, as one that was not (records of the last unconfirmed send
+ * may be delivered twice, with the same ids). It ends with every output
+ * delivered and a snapshot at `to`, and resolves with the state's digest.
+ * A call after the end does nothing more and resolves with the same result.
+ */
+export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<ReplayResult> {
+  const r = resolveReplayOptions(options)
+  const record = replayRecord(r)
+  const { topic, partition, to, log } = r.source
+  const report = (message: string): void => r.onProgress?.({ phase: 'prepare', message })
+
+  const start = r.start
+  if (start.kind !== 'empty' && start.job === r.job && start.store.url === r.snapshots.url) {
+    throw new TidemarkError(
+      'TIDEMARK_REPLAY_SOURCE_JOB',
+      `the replay's job ${r.job} is the job it starts from, in the same snapshot store ${r.snapshots.url}: a replay writes only into a new job's namespace, never into its source's; pick a new job name`,
+      { details: { job: r.job, store: r.snapshots.url } },
+    )
+  }
+  const tail = await log.tail()
+  if (to >= tail) throw rangeInvalid('beyond-tail', `options.source.to (${to}) is at or after the tail of ${topic}/${partition} (${tail}): a replay runs over events the log already holds`, r)
+
+  // Both checks before anything is written: the local store must be this
+  // replay's (or absent), and so must the namespace in the snapshot store.
+  const local = await readLocalRecord(r.path)
+  if (local.kind === 'store') checkSame(local.record, record, `the local store ${r.path}`, REPLAY_METADATA)
+  await claimNamespace(r.snapshots, r.layout, record)
+  const ownSnapshots = await listManifests(r.snapshots, r.layout)
+
+  let seed: Seed | undefined
+  if (local.kind === 'none' && ownSnapshots.length === 0) {
+    report(`starting replay job ${r.job} at ${describeStart(r)}`)
+    seed = await seedStore(r, record, await log.oldest())
+  } else {
+    report(`resuming replay job ${r.job} from ${local.kind === 'store' ? `its store ${r.path}` : 'its newest snapshot'}`)
+  }
+  r.signal?.throwIfAborted()
+
+  const snapshotErrors: unknown[] = []
+  const processor = new PartitionProcessor<E>({
+    job: r.job,
+    log,
+    topic,
+    partition,
+    path: r.path,
+    states: r.states,
+    handler: r.handler as unknown as EventHandler<E>,
+    ...(r.source.codec === undefined ? {} : { codec: r.source.codec }),
+    batchSize: r.batchSize,
+    replayBatchSize: r.batchSize,
+    // The seed, or the replay's own progress, is always there: never an empty start.
+    allowEmpty: false,
+    snapshots: {
+      store: r.snapshots,
+      schedule: { intervalMs: r.checkpoints.intervalMs, everyEvents: r.checkpoints.everyEvents },
+    },
+    // A replay is resumed right after its process was killed, while the
+    // dead process's lease still runs; the newest call of a replay wins (an
+    // older one still running stops with TIDEMARK_OWNERSHIP_LOST).
+    ownership: { takeover: 'force' },
+    ...(r.output === undefined ? {} : { outputs: { sink: r.output } }),
+  })
+  processor.on('progress', (progress) => {
+    if (progress.phase !== 'process') r.onProgress?.({ phase: progress.phase === 'restore' ? 'restore' : 'replay', progress })
+  })
+  processor.on('commit', ({ offset, events }) => r.onProgress?.({ phase: 'commit', offset, events }))
+  processor.on('snapshot', (s) => r.onProgress?.({ phase: 'snapshot', id: s.id, final: false }))
+  processor.on('snapshot-failed', (error) => snapshotErrors.push(error))
+
+  try {
+    const started = await processor.start()
+    const store = processor.store
+    // A store restored from the replay's own snapshot carries its record too.
+    checkSame(await store.getMetadata(REPLAY_METADATA), record, `the replay's store ${r.path}`, REPLAY_METADATA)
+    const events = await processor.catchUp({ end: to + 1n, ...(r.signal === undefined ? {} : { signal: r.signal }) })
+    r.signal?.throwIfAborted()
+    if (r.output !== undefined) {
+      r.onProgress?.({ phase: 'deliver', records: 0 })
+      await flushOutputs(processor)
+    }
+    const snapshot = await finalSnapshot(r, processor, snapshotErrors)
+    r.onProgress?.({ phase: 'snapshot', id: snapshot.id, final: true })
+    const digest = await stateDigest(store, r.states)
+    const offset = store.position(topic, partition)
+    const begun = await store.getMetadata<Seed>(REPLAY_START_METADATA)
+    return {
+      job: r.job,
+      topic,
+      partition,
+      from: BigInt(begun?.from ?? '0'),
+      to,
+      offset,
+      source: seed !== undefined ? 'new' : started.source === 'snapshot' ? 'snapshot' : 'local',
+      ...(begun?.snapshot == null ? {} : { startSnapshot: begun.snapshot }),
+      events,
+      warmedUp: begun?.warmedUp ?? 0,
+      snapshot,
+      digest,
+    }
+  } finally {
+    await processor.close()
+  }
+}
+
+/**
+ * The snapshot at the end: the newest one when it already holds the store's
+ * position (a call after the end, or a scheduled snapshot that came last),
+ * else a new one.
+ */
+async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProcessor<E>, errors: unknown[]): Promise<{ id: string; key: string }> {
+  const { topic, partition } = r.source
+  const position = processor.store.position(topic, partition)
+  const { valid } = await readValidManifests(r.snapshots, r.layout, await listManifests(r.snapshots, r.layout))
+  const newest = valid[0]
+  if (newest !== undefined && newest.manifest.positions.some((p) => p.topic === topic && p.partition === partition && p.offset === position)) {
+    return { id: newest.ref.id, key: newest.ref.key }
+  }
+  const before = errors.length
+  const taken: SnapshotResult | undefined = await processor.snapshot()
+  if (taken === undefined || !taken.positions.some((p) => p.topic === topic && p.partition === partition && p.offset === position)) {
+    const error = errors[before]
+    if (isTidemarkError(error)) throw error
+    throw new TidemarkError('TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `the final snapshot of replay job ${r.job} at ${topic}/${partition}@${position} failed; call the replay again to take it`, { cause: error })
+  }
+  return { id: taken.id, key: taken.key }
+}
+
+async function flushOutputs<E>(processor: PartitionProcessor<E>): Promise<void> {
+  await (processor as unknown as { flushOutputs(): Promise<void> }).flushOutputs()
+}
+
+type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown }
+
+/**
+ * The replay record of the store at `path`, read without changing anything.
+ * A store without one is not this replay's (checkSame refuses it); a path
+ * that holds something else fails on open (TIDEMARK_STORE_NOT_A_STORE).
+ */
+async function readLocalRecord(path: string): Promise<LocalRecord> {
+  const dir = await inspectStoreDir(path)
+  if (dir.kind === 'absent' || dir.kind === 'empty') return { kind: 'none' }
+  let store: PartitionStore
+  try {
+    store = await PartitionStore.open({ path, create: false })
+  } catch (err) {
+    // A marked directory without a database: a restore that was cut short.
+    if (isTidemarkError(err, 'TIDEMARK_STORE_NOT_FOUND')) return { kind: 'none' }
+    throw err
+  }
+  try {
+    return { kind: 'store', record: await store.getMetadata(REPLAY_METADATA) }
+  } finally {
+    await store.close()
+  }
+}
+
+function describeStart<E>(r: ResolvedReplay<E>): string {
+  const s = r.start
+  if (s.kind === 'empty') return `empty state, offsets ${r.source.from ?? 0n}..${r.source.to}`
+  if (s.kind === 'snapshot') return `snapshot ${s.snapshot} of job ${s.job}, up to offset ${r.source.to}`
+  return `the state as of offset ${s.offset}${s.job === undefined ? '' : ` (from job ${s.job}'s snapshots)`}, up to offset ${r.source.to}`
+}

@@ -1,0 +1,364 @@
+import { spawn } from 'node:child_process'
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { pathToFileURL } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import {
+  decodeOutboxRecord, fileLogSink, isTidemarkError, openFileLog, openSnapshotStore, PartitionProcessor, PartitionStore,
+  type FileLog, type OutputSink, type SnapshotStore,
+} from '../../src/index.js'
+import { replayJob, type ReplayJobOptions, type ReplayProgress } from '../../src/replay/index.js'
+import { runReplayCommand } from '../../src/replay/cli.js'
+import { stateDigest } from '../../src/store/digest.js'
+import { tempDir } from '../helpers/tmp.js'
+import { fold, handler, OUTPUT_TOPIC, saleAt, stateOnly, states, TOPIC, totals, type Sale } from './fixtures/operator.js'
+
+const EVENTS = 3000
+/** Events of the child-process runs: each costs a process start and per-record appends of the file-log sink. */
+const CHILD_EVENTS = 2000
+const OPERATOR = join(import.meta.dirname, 'fixtures', 'operator.ts')
+const WORKER = join(import.meta.dirname, 'fixtures', 'cli-worker.ts')
+
+async function sourceLog(root: string, events = EVENTS): Promise<FileLog> {
+  const log = await openFileLog(join(root, 'source'), { sync: false })
+  for (let i = 0; i < events; i += 1000) {
+    await Promise.all(Array.from({ length: Math.min(1000, events - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(saleAt(i + j))))))
+  }
+  return log
+}
+
+async function store(dir: string): Promise<SnapshotStore> {
+  return openSnapshotStore(pathToFileURL(dir).href)
+}
+
+/** The records of an output file log: id and bytes, in log order. */
+async function outputs(dir: string): Promise<Array<{ id: string; bytes: string }>> {
+  const log = await openFileLog(join(dir, OUTPUT_TOPIC), { readOnly: true })
+  try {
+    const out = []
+    for await (const entry of log.read(0n)) out.push({ id: decodeOutboxRecord(entry.data).id, bytes: Buffer.from(entry.data).toString('hex') })
+    return out
+  } finally {
+    await log.close()
+  }
+}
+
+/** Distinct records by id in first-seen order; a duplicate must carry the same bytes. */
+function distinct(records: Array<{ id: string; bytes: string }>): Array<{ id: string; bytes: string }> {
+  const seen = new Map<string, string>()
+  for (const r of records) {
+    const before = seen.get(r.id)
+    if (before === undefined) seen.set(r.id, r.bytes)
+    else expect(r.bytes, `duplicate ${r.id} carries the same bytes`).toBe(before)
+  }
+  return [...seen].map(([id, bytes]) => ({ id, bytes }))
+}
+
+/** The digest of a store that holds exactly `values` (built without the replay). */
+async function digestOf(values: Map<string, number>): Promise<string> {
+  const s = await PartitionStore.open({ path: join(tempDir(), 'fold'), states })
+  try {
+    const tx = s.transaction()
+    for (const [k, v] of values) tx.value(totals).put(k, v)
+    await tx.commitWithoutPosition()
+    return await stateDigest(s, states)
+  } finally {
+    await s.close()
+  }
+}
+
+async function readTotals(path: string): Promise<Map<string, number>> {
+  const s = await PartitionStore.open({ path, states, create: false })
+  try {
+    const out = new Map<string, number>()
+    for await (const [k, v] of s.transaction().value(totals).entries()) out.set(k, v)
+    return out
+  } finally {
+    await s.close()
+  }
+}
+
+/** A live job over the source log, with a snapshot at `at`; its outputs never get delivered (its sink is down), so its snapshot carries an outbox. */
+async function liveJob(log: FileLog, path: string, snapshots: SnapshotStore, at: bigint): Promise<string> {
+  const down: OutputSink = { name: 'down', send: () => Promise.reject(new Error('the output cluster is down')), close: async () => undefined }
+  const p = new PartitionProcessor<Sale>({
+    job: 'live', log, topic: TOPIC, partition: 0, path, states, handler, snapshots: { store: snapshots },
+    outputs: { sink: down, retry: { initialMs: 10_000 } },
+  })
+  await p.start()
+  await p.catchUp({ end: at + 1n })
+  const snap = await p.snapshot()
+  await p.close()
+  return snap!.id
+}
+
+describe('replayJob', () => {
+  it('from empty: the state is the fold of [from, to], one output per event with its id, a final snapshot at to', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root)
+    const snapshots = await store(join(root, 'snapshots'))
+    const sink = fileLogSink({ dir: join(root, 'out'), fileLog: { sync: false } })
+    const seen: ReplayProgress['phase'][] = []
+    const result = await replayJob<Sale>({
+      job: 'backfill', source: { log, topic: TOPIC, partition: 0, from: 100n, to: 1999n }, start: 'empty',
+      handler, states, output: sink, path: join(root, 'replay'), snapshots, batchSize: 700,
+      onProgress: (p) => seen.push(p.phase),
+    })
+    await sink.close()
+    expect(result).toMatchObject({ job: 'backfill', from: 100n, to: 1999n, offset: 1999n, source: 'new', events: 1900, warmedUp: 0 })
+    expect(seen).toContain('replay')
+    expect(result.digest).toBe(await digestOf(fold(100, 1999)))
+    const records = await outputs(join(root, 'out'))
+    expect(distinct(records).map((r) => r.id)).toEqual(Array.from({ length: 1900 }, (_, i) => `tm1:backfill:${TOPIC}:0:${100 + i}:0`))
+    // The snapshot at `to`: restored elsewhere, it holds the same state.
+    const { restoreSnapshot } = await import('../../src/snapshot/restore.js')
+    await restoreSnapshot({ snapshotStore: snapshots, job: 'backfill', partition: 0, target: join(root, 'check'), snapshot: result.snapshot.id })
+    expect(await readTotals(join(root, 'check'))).toEqual(fold(100, 1999))
+    // A call after the end does nothing more and says the same.
+    const again = await replayJob<Sale>({
+      job: 'backfill', source: { log, topic: TOPIC, partition: 0, from: 100n, to: 1999n }, start: 'empty',
+      handler, states, output: fileLogSink({ dir: join(root, 'out'), fileLog: { sync: false } }), path: join(root, 'replay'), snapshots, batchSize: 700,
+    })
+    expect(again).toMatchObject({ source: 'local', events: 0, digest: result.digest, snapshot: result.snapshot })
+    await log.close()
+  })
+
+  it('Replay determinism: run twice, once SIGKILLed in a child process and resumed, gives the same output ids and bytes and the same digest', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, CHILD_EVENTS)
+    await log.close()
+    const args = (env: string) => [
+      '--job', 'what-if', '--handler', OPERATOR, '--path', join(root, env, 'store'), '--snapshots', pathToFileURL(join(root, env, 'snapshots')).href,
+      '--log', pathToFileURL(join(root, 'source')).href, '--topic', TOPIC, '--partition', '0', '--to', String(CHILD_EVENTS - 1),
+      '--output', pathToFileURL(join(root, env, 'out')).href, '--output-no-fsync', '--batch-size', '100', '--json',
+    ]
+    const run = (env: string, pauseAt?: number) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args(env)], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...(pauseAt === undefined ? {} : { TIDEMARK_TEST_PAUSE_AT: String(pauseAt) }) },
+      })
+      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+      let stderr = ''
+      child.stderr.on('data', (d: Buffer) => { stderr += d.toString() })
+      return { child, exit, stderr: () => stderr }
+    }
+    const { mkdir } = await import('node:fs/promises')
+    for (const env of ['a', 'b']) await mkdir(join(root, env, 'snapshots'), { recursive: true })
+
+    // B: paused inside the handler at offset 1150, committed batches behind it, then SIGKILLed.
+    const killed = run('b', 1150)
+    for await (const line of createInterface({ input: killed.child.stdout })) {
+      if (line === 'paused') break
+    }
+    killed.child.kill('SIGKILL')
+    expect((await killed.exit).signal).toBe('SIGKILL')
+    const committed = (await readPosition(join(root, 'b', 'store')))!
+    expect(committed).toBeGreaterThan(0n)
+    expect(committed).toBeLessThan(1150n)
+
+    // B resumed, and A in one go.
+    const results = []
+    for (const env of ['b', 'a']) {
+      const r = run(env)
+      let stdout = ''
+      r.child.stdout.on('data', (d: Buffer) => { stdout += d.toString() })
+      const { code } = await r.exit
+      expect(code, r.stderr()).toBe(0)
+      results.push(JSON.parse(stdout) as { source: string; events: number; digest: string; offset: string })
+    }
+    const [resumed, once] = results
+    expect(resumed).toMatchObject({ source: 'local', events: CHILD_EVENTS - 1 - Number(committed), offset: String(CHILD_EVENTS - 1) })
+    expect(once).toMatchObject({ source: 'new', events: CHILD_EVENTS, offset: String(CHILD_EVENTS - 1) })
+    expect(resumed!.digest).toBe(once!.digest)
+    expect(once!.digest).toBe(await digestOf(fold(0, CHILD_EVENTS - 1)))
+    // Same ids and bytes: B may hold records of its last unconfirmed send twice, with the same bytes.
+    const a = await outputs(join(root, 'a', 'out'))
+    const b = distinct(await outputs(join(root, 'b', 'out')))
+    expect(a).toHaveLength(CHILD_EVENTS)
+    expect(b).toEqual(a)
+  })
+
+  it('a resume never redoes or skips an event: stopped by its signal at each snapshot, the store gone, then resumed from its own snapshot', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root)
+    const snapshots = await store(join(root, 'snapshots'))
+    const path = join(root, 'replay')
+    const options = (signal?: AbortSignal): ReplayJobOptions<Sale> => ({
+      job: 'resumable', source: { log, topic: TOPIC, partition: 0, to: BigInt(EVENTS - 1) }, start: 'empty',
+      handler: stateOnly, states, path, snapshots, batchSize: 300, checkpoints: { everyEvents: 900, intervalMs: 0 },
+      ...(signal === undefined ? {} : { signal }),
+    })
+    // Stopped mid-way: the snapshot the schedule started at 900 events is
+    // finished (committed) while the replay stops.
+    const stop = new AbortController()
+    const first = replayJob({ ...options(stop.signal), onProgress: (p) => { if (p.phase === 'commit' && p.offset >= 2000n) stop.abort(new Error('stopped')) } })
+    await expect(first).rejects.toThrow('stopped')
+    const stoppedAt = (await readPosition(path))!
+    expect(stoppedAt).toBeLessThan(BigInt(EVENTS - 1))
+    // Another machine: the local store is gone, the replay's snapshots remain.
+    await rm(path, { recursive: true })
+    const second = await replayJob(options())
+    expect(second.source).toBe('snapshot')
+    expect(second.events).toBeGreaterThanOrEqual(EVENTS - 1 - Number(stoppedAt))
+    expect(second.events).toBeLessThan(EVENTS)
+    expect(second.offset).toBe(BigInt(EVENTS - 1))
+    expect(second.digest).toBe(await digestOf(fold(0, EVENTS - 1)))
+    expect(await readTotals(path)).toEqual(fold(0, EVENTS - 1))
+    await log.close()
+  })
+
+  it('starts from another job\'s snapshot: that job\'s undelivered outputs are not the replay\'s', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root)
+    const snapshots = await store(join(root, 'snapshots'))
+    const id = await liveJob(log, join(root, 'live'), snapshots, 1999n)
+    const sink = fileLogSink({ dir: join(root, 'out'), fileLog: { sync: false } })
+    const result = await replayJob<Sale>({
+      job: 'from-live', source: { log, topic: TOPIC, partition: 0, to: 2499n }, start: { snapshot: id, job: 'live' },
+      handler, states, output: sink, path: join(root, 'replay'), snapshots,
+    })
+    await sink.close()
+    expect(result).toMatchObject({ from: 2000n, offset: 2499n, source: 'new', startSnapshot: { job: 'live', id }, events: 500 })
+    expect(result.digest).toBe(await digestOf(fold(0, 2499)))
+    const ids = (await outputs(join(root, 'out'))).map((r) => r.id)
+    expect(ids).toHaveLength(500)
+    expect(ids.every((i) => i.startsWith('tm1:from-live:'))).toBe(true)
+
+    // A from that does not follow the snapshot is refused before anything is written.
+    const err = await replayJob<Sale>({
+      job: 'from-live-2', source: { log, topic: TOPIC, partition: 0, from: 10n, to: 2499n }, start: { snapshot: id, job: 'live' },
+      handler: stateOnly, states, path: join(root, 'replay-2'), snapshots,
+    }).catch((e: unknown) => e)
+    expect(isTidemarkError(err, 'TIDEMARK_REPLAY_RANGE_INVALID') && err.details.reason).toBe('start-mismatch')
+    await log.close()
+  })
+
+  it('starts from an offset: the newest snapshot at or before it, then the events up to it without their outputs', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root)
+    const snapshots = await store(join(root, 'snapshots'))
+    const id = await liveJob(log, join(root, 'live'), snapshots, 999n)
+    const sink = fileLogSink({ dir: join(root, 'out'), fileLog: { sync: false } })
+    const result = await replayJob<Sale>({
+      job: 'as-of', source: { log, topic: TOPIC, partition: 0, to: 1999n }, start: { offset: 1499n, job: 'live' },
+      handler, states, output: sink, path: join(root, 'replay'), snapshots,
+    })
+    await sink.close()
+    expect(result).toMatchObject({ from: 1500n, offset: 1999n, startSnapshot: { job: 'live', id }, warmedUp: 500, events: 500 })
+    expect(result.digest).toBe(await digestOf(fold(0, 1999)))
+    const ids = (await outputs(join(root, 'out'))).map((r) => r.id)
+    expect(ids[0]).toBe(`tm1:as-of:${TOPIC}:0:1500:0`)
+    expect(ids).toHaveLength(500)
+
+    // Without a job: from empty state, every event up to the offset a warm-up.
+    const plain = await replayJob<Sale>({
+      job: 'as-of-empty', source: { log, topic: TOPIC, partition: 0, to: 1999n }, start: { offset: 1499n },
+      handler: stateOnly, states, path: join(root, 'replay-2'), snapshots,
+    })
+    expect(plain).toMatchObject({ from: 1500n, warmedUp: 1500, events: 500, digest: result.digest })
+    await log.close()
+  })
+
+  it('refuses to write into the source job, into a job that is no replay, or into a replay with other parameters', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, 3000)
+    const snapshots = await store(join(root, 'snapshots'))
+    const id = await liveJob(log, join(root, 'live'), snapshots, 999n)
+    const base: ReplayJobOptions<Sale> = {
+      job: 'live', source: { log, topic: TOPIC, partition: 0, to: 1999n }, start: { snapshot: id, job: 'live' },
+      handler: stateOnly, states, path: join(root, 'replay'), snapshots,
+    }
+    const code = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (isTidemarkError(e) ? `${e.code}${typeof e.details.reason === 'string' ? `/${e.details.reason}` : ''}` : String(e)))
+    expect(await code(replayJob(base))).toBe('TIDEMARK_REPLAY_SOURCE_JOB')
+    expect(await code(replayJob({ ...base, start: { offset: 1500n, job: 'live' } }))).toBe('TIDEMARK_REPLAY_SOURCE_JOB')
+    // The live job's namespace, even starting from empty.
+    expect(await code(replayJob({ ...base, start: 'empty' }))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/not-a-replay')
+    // Its local store is not a replay's either.
+    expect(await code(replayJob({ ...base, job: 'other', start: 'empty', path: join(root, 'live') }))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/not-a-replay')
+    // A replay, resumed with another range (in the snapshot store and then in its local store).
+    await replayJob({ ...base, job: 'copy' })
+    const err = await replayJob({ ...base, job: 'copy', source: { ...base.source, to: 2999n } }).catch((e: unknown) => e)
+    expect(isTidemarkError(err, 'TIDEMARK_REPLAY_JOB_EXISTS') && err.details).toMatchObject({ reason: 'other-parameters', differences: ['source.to: "1999" -> "2999"'] })
+    expect(await code(replayJob({ ...base, job: 'copy-2', source: { ...base.source, to: 2999n } }))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    expect(await code(replayJob({ ...base, job: 'beyond', source: { ...base.source, to: 3000n } }))).toBe('TIDEMARK_REPLAY_RANGE_INVALID/beyond-tail')
+    await log.close()
+  })
+
+  it('bad options are TypeErrors and RangeErrors that name the option', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, 10)
+    const snapshots = await store(join(root, 'snapshots'))
+    const base = { job: 'bad', source: { log, topic: TOPIC, partition: 0, to: 5n }, start: 'empty' as const, handler: stateOnly, states, path: join(root, 'r'), snapshots }
+    const cases: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [{ ...base, job: '' }, TypeError, /options\.job/],
+      [{ ...base, job: 'a/b' }, RangeError, /options\.job/],
+      [{ ...base, source: { ...base.source, to: 5 } }, TypeError, /options\.source\.to .*5n/],
+      [{ ...base, source: { ...base.source, from: 6n } }, RangeError, /options\.source\.from/],
+      [{ ...base, source: { ...base.source, log: {} } }, TypeError, /options\.source\.log/],
+      [{ ...base, source: { ...base.source, partition: -1 } }, RangeError, /options\.source\.partition/],
+      [{ ...base, start: 'latest' }, TypeError, /options\.start/],
+      [{ ...base, start: { snapshot: 'newest', job: 'x' } }, RangeError, /options\.start\.snapshot/],
+      [{ ...base, start: { offset: 5n } }, RangeError, /options\.start\.offset/],
+      [{ ...base, handler: undefined }, TypeError, /options\.handler/],
+      [{ ...base, output: { send: 1 } }, TypeError, /options\.output/],
+      [{ ...base, snapshots: undefined }, TypeError, /options\.snapshots/],
+      [{ ...base, batchSize: 0 }, RangeError, /options\.batchSize/],
+      [{ ...base, checkpoints: { everyEvents: -1 } }, RangeError, /options\.checkpoints\.everyEvents/],
+      [{ ...base, retries: 3 }, RangeError, /options\.retries/],
+    ]
+    for (const [options, type, message] of cases) {
+      const err = await replayJob(options as ReplayJobOptions<Sale>).catch((e: unknown) => e)
+      expect(err, JSON.stringify(options, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v))).toBeInstanceOf(type)
+      expect((err as Error).message).toMatch(message)
+    }
+    await log.close()
+  })
+})
+
+describe('tidemark replay', () => {
+  function io() {
+    const out = { stdout: '', stderr: '' }
+    return { out, io: { stdout: { write: (t: string) => (out.stdout += t) }, stderr: { write: (t: string) => (out.stderr += t) }, isTTY: false } }
+  }
+
+  it('--help, usage mistakes (exit 2), a refused replay (exit 1) and plain progress lines', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, 2000)
+    await log.close()
+    const { mkdir } = await import('node:fs/promises')
+    await mkdir(join(root, 'snapshots'))
+    const args = ['--job', 'cli', '--handler', OPERATOR, '--path', join(root, 'store'), '--snapshots', pathToFileURL(join(root, 'snapshots')).href,
+      '--log', pathToFileURL(join(root, 'source')).href, '--topic', TOPIC, '--partition', '0', '--to', '1999', '--output', pathToFileURL(join(root, 'out')).href, '--output-no-fsync']
+
+    let t = io()
+    expect(await runReplayCommand(['--help'], t.io)).toBe(0)
+    expect(t.out.stdout).toMatch(/^usage:/)
+    for (const bad of [[...args, '--start', 'latest'], [...args, '--from', '3000'], args.filter((a) => a !== '--job' && a !== 'cli'), [...args, '--brokers', '127.0.0.1:1'], [...args, '--start-offset', '1999']]) {
+      t = io()
+      expect(await runReplayCommand(bad, t.io), bad.join(' ')).toBe(2)
+      expect(t.out.stderr).toMatch(/^tidemark replay: .*\nusage:/)
+    }
+    t = io()
+    expect(await runReplayCommand(args, t.io), t.out.stderr).toBe(0)
+    expect(t.out.stdout).toMatch(/^job +cli \(new\)\n/m)
+    expect(t.out.stdout).toMatch(/^digest +[0-9a-f]{64}$/m)
+    // Plain lines, no carriage returns, and the last one says it all.
+    expect(t.out.stderr).not.toContain('\r')
+    expect(t.out.stderr).toMatch(/^replay: replay 2000\/2000 events \(100%\)$/m)
+    expect(t.out.stderr).toMatch(/^replay: final snapshot \d{10}-\d{12}$/m)
+
+    t = io()
+    expect(await runReplayCommand(args.map((a) => (a === '1999' ? '1000' : a)), t.io)).toBe(1)
+    expect(t.out.stderr).toMatch(/^tidemark replay: TIDEMARK_REPLAY_JOB_EXISTS: /)
+  })
+})
+
+async function readPosition(path: string): Promise<bigint | undefined> {
+  const s = await PartitionStore.open({ path, create: false })
+  try {
+    return s.position(TOPIC, 0)
+  } finally {
+    await s.close()
+  }
+}
