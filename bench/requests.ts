@@ -1,0 +1,144 @@
+/**
+ * What Tidemark asks of S3, by request kind (issue 13), counted through a
+ * wrapper around the real S3 store on radosgw (bench/_counting-store.ts),
+ * for a PartitionProcessor wired as users run it (claim, scheduler,
+ * defaults): per snapshot in steady state (with and without changes), per
+ * GC run, per start (empty, on an intact local store, by restore of a
+ * chain of snapshots) and per hand-off (close with a snapshot, next start).
+ *
+ * Claim renewals are not per snapshot but per minute (a conditional PUT
+ * every leaseMs / 3); the bench holds a long lease so that none falls into
+ * a measured window, and reports the default's rate beside.
+ *
+ * Prints one JSON line; scripts/readme-cost.ts turns it into the README's
+ * "What it costs at scale".
+ */
+import { join } from 'node:path'
+import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, valueState, type SnapshotSettings } from '../src/index.js'
+import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
+import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
+import { benchDir, emit, intFlags, loadAvg, round } from './_util.js'
+import { benchS3 } from './snapshot.js'
+
+interface Event { key: string; amount: number }
+const totals = valueState<number>('totals')
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { snapshots: 30, eventsPerSnapshot: 200, keys: 2000, chain: 8 })
+  const dir = benchDir('requests')
+  const s3 = await benchS3('bench-requests')
+  try {
+    const counting = new CountingStore(s3.store('requests'))
+    const log = await openFileLog(join(dir.path, 'log'), { sync: false })
+    let next = 0
+    const append = async (n: number): Promise<void> => {
+      for (let i = 0; i < n; i++, next++) await log.append(Buffer.from(JSON.stringify({ key: `k${(next * 7919) % opts.keys}`, amount: 1 })))
+    }
+    const processor = (path: string): PartitionProcessor<Event> => new PartitionProcessor<Event>({
+      job: 'bench', log, topic: 'events', partition: 0, path, states: [totals],
+      handler: async (tx, e) => { tx.value(totals).put(e.key, ((await tx.value(totals).get(e.key)) ?? 0) + e.amount) },
+      // Snapshots only when asked, so that each one is measured alone.
+      snapshots: { store: counting, schedule: { intervalMs: 0, everyBytes: 0 } } satisfies SnapshotSettings,
+      // No renewal inside a measured window (reported separately below).
+      ownership: { leaseMs: 3_600_000, takeover: 'force' },
+    })
+    const measure = async <T>(fn: () => Promise<T>): Promise<{ counts: RequestCounts; value: T }> => {
+      const before = counting.snapshot()
+      const value = await fn()
+      return { counts: diffCounts(counting.snapshot(), before), value }
+    }
+
+    // The first start: nothing anywhere.
+    await append(opts.keys)
+    const a = processor(join(dir.path, 'a'))
+    const firstStart = await measure(() => a.start())
+    await a.catchUp()
+    const first = await measure(() => a.snapshot())
+
+    // Steady state: events, then a snapshot; GC runs on its cadence.
+    const steady: RequestCounts[] = []
+    const gcSnapshots: RequestCounts[] = []
+    const unchanged: RequestCounts[] = []
+    for (let i = 0; i < opts.snapshots; i++) {
+      await append(opts.eventsPerSnapshot)
+      await a.catchUp()
+      const { counts, value } = await measure(() => a.snapshot())
+      if (value === undefined) throw new Error('a snapshot failed')
+      ;(value.gc === undefined ? steady : gcSnapshots).push(counts)
+      if (i % 10 === 5) {
+        // Nothing committed since the last one.
+        const again = await measure(() => a.snapshot())
+        if (again.value?.gc === undefined) unchanged.push(again.counts)
+      }
+    }
+    // A chain for the restore below: opts.chain more incremental snapshots.
+    for (let i = 0; i < opts.chain; i++) {
+      await append(opts.eventsPerSnapshot)
+      await a.catchUp()
+      await a.snapshot()
+    }
+    const close = await measure(() => a.close())
+
+    // A start on the intact local store it left.
+    const local = processor(join(dir.path, 'a'))
+    const localStart = await measure(() => local.start())
+    if (localStart.value.source !== 'local') throw new Error(`expected a local start, got ${localStart.value.source}`)
+    await local.close()
+
+    // A start by restore, into an empty directory.
+    const restorer = processor(join(dir.path, 'b'))
+    const restoreStart = await measure(() => restorer.start())
+    if (restoreStart.value.source !== 'snapshot') throw new Error(`expected a restore, got ${restoreStart.value.source}`)
+    await restorer.catchUp()
+
+    // A hand-off: the owner closes with a snapshot, the next one restores it.
+    await append(opts.eventsPerSnapshot)
+    await restorer.catchUp()
+    const handoffClose = await measure(async () => {
+      await restorer.snapshot()
+      await restorer.close()
+    })
+    const arriving = processor(join(dir.path, 'c'))
+    const handoffStart = await measure(() => arriving.start())
+    await arriving.close()
+
+    const avg = (xs: readonly RequestCounts[], f: (c: RequestCounts) => number): number => (xs.length === 0 ? 0 : round(xs.reduce((s, c) => s + f(c), 0) / xs.length, 3))
+    const sum = (xs: readonly RequestCounts[]): RequestCounts => xs.reduce((t, c) => ({ put: t.put + c.put, get: t.get + c.get, head: t.head + c.head, list: t.list + c.list, delete: t.delete + c.delete }), zeroCounts())
+    const steadyAvg = { put: avg(steady, (c) => c.put), get: avg(steady, (c) => c.get), head: avg(steady, (c) => c.head), list: avg(steady, (c) => c.list), delete: avg(steady, (c) => c.delete) }
+    const gcRun = gcSnapshots.length === 0 ? undefined : {
+      putClass: round(avg(gcSnapshots, putClass) - avg(steady, putClass), 3),
+      getClass: round(avg(gcSnapshots, getClass) - avg(steady, getClass), 3),
+      list: round(avg(gcSnapshots, (c) => c.list) - avg(steady, (c) => c.list), 3),
+      delete: round(avg(gcSnapshots, (c) => c.delete) - avg(steady, (c) => c.delete), 3),
+    }
+    const renewIntervalMs = Math.floor(CLAIM_DEFAULTS.leaseMs / 3)
+    emit({
+      bench: 'requests',
+      store: 'radosgw',
+      putClassPerSnapshot: avg(steady, putClass),
+      getClassPerSnapshot: avg(steady, getClass),
+      listPerSnapshot: avg(steady, (c) => c.list),
+      requestsPerStart: putClass(localStart.counts) + getClass(localStart.counts),
+      steadySnapshots: steady.length,
+      steadyPerSnapshot: steadyAvg,
+      unchangedPerSnapshot: unchanged.length === 0 ? undefined : { putClass: avg(unchanged, putClass), getClass: avg(unchanged, getClass), list: avg(unchanged, (c) => c.list) },
+      gcEverySnapshots: GC_CADENCE_DEFAULTS.gcEverySnapshots,
+      gcIntervalMs: GC_CADENCE_DEFAULTS.gcIntervalMs,
+      gcRuns: gcSnapshots.length,
+      perGcRun: gcRun,
+      firstStart: firstStart.counts,
+      firstSnapshot: first.counts,
+      startLocal: localStart.counts,
+      startRestore: { ...restoreStart.counts, chain: opts.snapshots + opts.chain + 1 },
+      close: close.counts,
+      handoff: { close: handoffClose.counts, start: handoffStart.counts, total: sum([handoffClose.counts, handoffStart.counts]) },
+      claimRenewalsPerMinute: round(60_000 / renewIntervalMs, 3),
+      claimLeaseMs: CLAIM_DEFAULTS.leaseMs,
+      loadAvg: loadAvg(),
+    })
+    await log.close()
+  } finally {
+    await s3.close()
+    dir.cleanup()
+  }
+}
