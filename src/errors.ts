@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   TIDEMARK_DFS_STORE_NOT_FOUND: { retriable: false, summary: 'a snapshot store opened to be read (openSnapshotStore with mustExist, the tidemark command) is not there: its file:// root does not exist or is not a directory' },
   // log/
   TIDEMARK_LOG_CORRUPT: { retriable: false, summary: 'a log record fails its checksum or framing; details.revision names it' },
+  TIDEMARK_LOG_NOT_FOUND: { retriable: false, summary: 'a file log opened to be read or appended to by the tidemark command is not there: the path is missing, not a directory, or a directory that holds no log segment' },
   TIDEMARK_LOG_TRUNCATED: { retriable: false, summary: 'a read asked for entries older than the oldest the log still holds' },
   TIDEMARK_LOG_LOCKED: { retriable: true, summary: 'another process held the file log\'s append lock for longer than lockTimeoutMs' },
   TIDEMARK_LOG_UNAVAILABLE: { retriable: true, summary: 'the log\'s storage failed or did not answer (a file-system error, a Kafka request that failed after the client\'s retries)' },
