@@ -12,5 +12,11 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-constant-condition': ['error', { checkLoops: false }]
     }
+  },
+  {
+    // Library code logs through the `logger` option only (src/logging/); the
+    // CLI writes to process.stdout/stderr.
+    files: ['src/**/*.ts', 'connectors/**/*.ts'],
+    rules: { 'no-console': 'error' }
   }
 )

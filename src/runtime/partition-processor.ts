@@ -15,6 +15,9 @@ import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/sc
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
+import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { PartitionMetrics } from '../metrics/partition-metrics.js'
+import { observeProcessorEvent } from './observe.js'
 import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
@@ -100,6 +103,8 @@ export interface PartitionProcessorOptions<E> {
   store?: Omit<PartitionStoreOptions, 'path' | 'states'>
   /** The partition's claim, taken in start() when `snapshots` is set (it lives in the snapshot store). */
   ownership?: OwnershipSettings
+  /** Where the processor, its snapshotter and its restore log (pino-compatible); nothing is logged without one. */
+  logger?: Logger
   /** Exactly-once outputs: ctx.emit() writes to an outbox committed with the batch, delivered to `sink` after it (docs/outputs.md). */
   outputs?: OutputsOptions
   /** `'tidemark-ids'`: events whose `headers['tidemark-id']` was already applied are skipped (events from outboxRecordCodec()). Default 'off'. */
@@ -180,6 +185,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #replayed = false
   /** The error that stopped the partition: the first one, which is the one reported. */
   #failure: { error: unknown } | undefined
+  readonly #logger: Logger
+  /** Publishes to the metrics channels (docs/metrics.md); costs a property read per call while nobody subscribes. */
+  readonly #metrics: PartitionMetrics
+  #commitStartedAt = 0
   readonly #outputs: PartitionOutputs
 
   constructor(options: PartitionProcessorOptions<E>) {
@@ -211,7 +220,16 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       onEvent: (event) => this.emit('outputs', event),
       onStoreFailed: (error) => this.#fail(error),
     })
+    this.#logger = checkLogger(options.logger, 'options.logger')
+    this.#metrics = new PartitionMetrics({ job: options.job, topic: options.topic, partition: options.partition })
     this.#o = options
+  }
+
+  // Every event also goes to the logger and the metrics channels (observe.ts).
+  override emit<K extends keyof ProcessorEvents>(event: K, ...args: ProcessorEvents[K]): boolean
+  override emit(event: keyof ProcessorEvents, ...args: unknown[]): boolean {
+    observeProcessorEvent(this.#logger, this.#metrics, event, args[0] as never)
+    return super.emit(event, ...(args as never))
   }
 
   /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */
@@ -263,6 +281,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
           onProgress: (p) => meter.update(p.bytesDownloaded, p.bytesTotal),
           onEvent: (event) => this.emit('restore', event),
+          logger: this.#logger,
         })
         meter.finish()
         skipped = this.#skipped(restored, invalid)
@@ -282,6 +301,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           partition: o.partition,
           epoch,
           onEvent: (event) => this.emit('snapshotter', event),
+          logger: this.#logger,
           // One HEAD right before the manifest: a snapshot of an owner that
           // lost the claim does not commit (epoch order covers the rest).
           beforeCommit: () => claim.check(),
@@ -338,6 +358,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     const tail = options.end ?? (await this.#o.log.tail())
     const meter = new ProgressMeter(this.#replayed ? 'process' : 'replay', (p) => this.emit('progress', p))
     const total = Number(tail > from ? tail - from : 0n)
+    // Lag is against the log's tail, not an end the caller chose.
+    const logTail = options.end === undefined ? tail : undefined
+    if (logTail !== undefined) this.#metrics.lag(this.offset, logTail)
     let done = 0
     try {
       const applied = await sync.fetchUpdates({
@@ -348,6 +371,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           done += events
           meter.update(done, Math.max(total, done))
           this.emit('commit', { events, offset })
+          this.#metrics.committed(events, bytes, offset, this.#commitStartedAt, logTail)
           this.#scheduler?.noteCommit(events, bytes)
           this.#outputs.committed(offset)
         },
@@ -482,6 +506,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   readonly #beforeBatchCommit = (): Promise<void> | undefined => {
     if (this.#failure !== undefined) throw this.#failure.error
+    this.#commitStartedAt = this.#metrics.commitStarted()
     const claim = this.#claim
     if (claim === undefined || claim.leaseUntil === null || this.#ownership!.clock() < claim.leaseUntil) return undefined
     return claim.renew().catch((error: unknown) => {
@@ -521,6 +546,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #fail(error: unknown): void {
     if (this.#failure !== undefined) return
     this.#failure = { error }
+    this.#logger.error({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, ...errorFields(error) }, 'partition stopped')
     // No new snapshot of a failed partition; one in flight finishes (and
     // does not commit once the claim is lost: its check fails).
     void this.#scheduler?.stop()

@@ -13,6 +13,8 @@ import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableF
 import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS } from './options.js'
 import { fdClose, fdSync, mapLimit } from './util.js'
+import { checkLogger, type Logger } from '../logging/logger.js'
+import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
 
 export interface RestoreOptions {
   snapshotStore: SnapshotStore
@@ -42,6 +44,8 @@ export interface RestoreOptions {
   progressIntervalMs?: number
   onProgress?: (progress: RestoreProgress) => void
   onEvent?: (event: RestoreEvent) => void
+  /** Where the restore logs what it decided (pino-compatible); nothing is logged without one. */
+  logger?: Logger
 }
 
 export interface RestoreProgress {
@@ -90,7 +94,7 @@ export interface RestoreResult {
   skipped: SkippedSnapshot[]
 }
 
-const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', ...Object.keys(RESTORE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', ...Object.keys(RESTORE_DEFAULTS)]
 
 /** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 type LocalState =
@@ -142,7 +146,18 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     onProgress: checkFunction<(p: RestoreProgress) => void>(o.onProgress, 'onProgress'),
     onEvent: checkFunction<(e: RestoreEvent) => void>(o.onEvent, 'onEvent'),
   }
+  const logger = checkLogger(o.logger, 'logger')
+  const labels = { job: layout.job, partition: layout.partition }
+  // Metrics count downloaded bytes through the same progress reports, so a subscriber gets them without onProgress.
+  if (restoreObserved()) {
+    const user = settings.onProgress
+    settings.onProgress = (p) => {
+      restoreProgress(labels, p.bytesDownloaded, p.bytesTotal)
+      user?.(p)
+    }
+  }
   const emit = (event: RestoreEvent): void => {
+    logRestoreEvent(logger, labels, event)
     try {
       settings.onEvent?.(event)
     } catch {
@@ -152,7 +167,12 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
 
   const local = await inspectLocal(target, settings.useLocal)
   const skipped: SkippedSnapshot[] = []
-  const done = (result: Omit<RestoreResult, 'durationMs' | 'skipped' | 'target'>): RestoreResult => ({ ...result, target, skipped, durationMs: performance.now() - started })
+  const done = (result: Omit<RestoreResult, 'durationMs' | 'skipped' | 'target'>): RestoreResult => {
+    const restored = { ...result, target, skipped, durationMs: performance.now() - started }
+    logger.info({ ...labels, source: restored.source, snapshot: restored.snapshot?.id, bytesDownloaded: restored.bytesDownloaded, durationMs: Math.round(restored.durationMs) }, 'restore done')
+    restoreEnded(labels, restored)
+    return restored
+  }
   const useLocal = (reason: string, newest: SnapshotManifest | undefined): RestoreResult => {
     const positions = (local as { positions: Position[] }).positions
     emit({ type: 'local-store-used', positions, reason })
@@ -206,6 +226,15 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     const entry: SkippedSnapshot = { id: ref.id, key: ref.key, reason: ((err as TidemarkError).details.reason as CorruptReason | undefined) ?? 'manifest-unreadable', message: (err as Error).message }
     skipped.push(entry)
     emit({ type: 'snapshot-skipped', skipped: entry })
+  }
+}
+
+function logRestoreEvent(logger: Logger, labels: { job: string; partition: string }, event: RestoreEvent): void {
+  switch (event.type) {
+    case 'snapshot-skipped': return logger.warn({ ...labels, snapshot: event.skipped.id, reason: event.skipped.reason, detail: event.skipped.message }, 'restore skipped a snapshot that does not verify')
+    case 'snapshot-restoring': return logger.info({ ...labels, snapshot: event.id, bytesTotal: event.bytesTotal, files: event.files }, 'restoring snapshot')
+    case 'local-store-used': return logger.info({ ...labels, reason: event.reason }, 'using the local store')
+    case 'local-store-replaced': return logger.info({ ...labels, reason: event.reason }, 'replacing the local store')
   }
 }
 

@@ -16,6 +16,8 @@ import {
 import { planCompaction, type FullReason } from './policy.js'
 import { FileHashCache } from './file-hashes.js'
 import { mapLimit } from './util.js'
+import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { snapshotEnded, snapshotStarted } from '../metrics/snapshot-metrics.js'
 
 export interface SnapshotterOptions {
   /** Where snapshots go. */
@@ -64,6 +66,8 @@ export interface SnapshotterOptions {
    * for gc(), as after any failure.
    */
   beforeCommit?: () => Promise<void>
+  /** Where snapshots, their failures and the events above are logged (pino-compatible); nothing is logged without one. */
+  logger?: Logger
 }
 
 export type SnapshotterEvent =
@@ -109,9 +113,9 @@ export interface TakeSnapshotOptions {
   full?: boolean
 }
 
-type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition'>>>
+type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
 
 /**
  * What a snapshotter knows of the snapshot store between full listings.
@@ -150,6 +154,7 @@ export class Snapshotter {
   readonly options: Resolved
   readonly #onEvent: ((event: SnapshotterEvent) => void) | undefined
   readonly #beforeCommit: (() => Promise<void>) | undefined
+  readonly #logger: Logger
   /** Parsed manifests by key (they are immutable). */
   readonly #manifests = new Map<string, SnapshotManifest>()
   /** SHA-256 of local table files by name, valid while size, device and inode match (table files never change). */
@@ -196,6 +201,7 @@ export class Snapshotter {
     // A check over a store that cannot hold a claim proves nothing (the
     // consumer group's unclaimed partitions): then every snapshot lists.
     this.#trustView = this.#beforeCommit !== undefined && conditionalPut === true && compareAndSwap === true
+    this.#logger = checkLogger(o.logger, 'logger')
   }
 
   /** A snapshot is being taken. */
@@ -222,10 +228,18 @@ export class Snapshotter {
       throw new TidemarkError('TIDEMARK_SNAPSHOT_IN_PROGRESS', `a snapshot of ${this.partitionStore.path} is already being taken`, { details: { job: this.layout.job, partition: this.layout.partition } })
     }
     busy.add(this.partitionStore)
+    const started = snapshotStarted()
     const run = this.#take(full)
     this.#inFlight = run
     try {
-      return await run
+      const result = await run
+      this.#logger.info({ ...this.#labels(), snapshot: result.id, full: result.full, bytesUploaded: result.bytesUploaded, bytesTotal: result.bytesTotal, stallMs: Math.round(result.stallMs) }, 'snapshot committed')
+      snapshotEnded(this.#labels(), started, { result })
+      return result
+    } catch (error) {
+      this.#logger.warn({ ...this.#labels(), ...errorFields(error) }, 'snapshot failed; the previous snapshot stays the latest')
+      snapshotEnded(this.#labels(), started, { error })
+      throw error
     } finally {
       this.#inFlight = undefined
       busy.delete(this.partitionStore)
@@ -653,7 +667,13 @@ export class Snapshotter {
     }
   }
 
+  #labels(): { job: string; partition: string } {
+    return { job: this.layout.job, partition: this.layout.partition }
+  }
+
   #emit(event: SnapshotterEvent): void {
+    const { type, ...fields } = event
+    this.#logger.warn({ ...this.#labels(), event: type, ...fields }, `snapshotter: ${type}`)
     try {
       this.#onEvent?.(event)
     } catch {

@@ -13,6 +13,7 @@ import {
   type CompactPointStore,
 } from './compact-point.js'
 import { decodeEntry, encodeInit, encodeUpdates } from './entry.js'
+import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
 
 /**
  * Pushes the updates it derives from `state` into `updates`. It may run
@@ -79,6 +80,8 @@ export interface StateSynchronizerOptions<S, U> {
   stateCodec?: Codec<S>
   /** Where compact() writes compact points and where a new client looks for the newest one. */
   compactPoints?: { store: CompactPointStore; prefix: string }
+  /** Where conflicts, compactions and moves to a compact point are logged (pino-compatible); nothing is logged without one. */
+  logger?: Logger
 }
 
 export function createStateSynchronizer<S, U>(options: StateSynchronizerOptions<S, U>): StateSynchronizer<S, U> {
@@ -99,10 +102,12 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
   #started = false
   #queue: Promise<unknown> = Promise.resolve()
   #closed = false
+  readonly #logger: Logger
 
   constructor(options: StateSynchronizerOptions<S, U>) {
     if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
-    const { log, apply, updateCodec = jsonCodec<U>(), stateCodec = jsonCodec<S>(), compactPoints } = options
+    const { log, apply, updateCodec = jsonCodec<U>(), stateCodec = jsonCodec<S>(), compactPoints, logger } = options
+    this.#logger = checkLogger(logger, 'options.logger')
     for (const name of ['read', 'append', 'appendConditionally', 'truncate'] as const) {
       if (typeof log?.[name] !== 'function') throw new TypeError(`log must be a RevisionedLog (with ${name}()), got ${describe(log)}`)
     }
@@ -169,6 +174,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
           this.#bytesSinceCompaction += data.byteLength
           return result
         }
+        this.#logger.debug({ log: this.#where(), revision: this.#revision }, 'conditional update conflicted with another write; running the generator again on the newer state')
         await this.#catchUp()
       }
     })
@@ -219,6 +225,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
       if (!existing.some((p) => p.revision >= revision)) {
         const bytes = encodeWith(this.#stateCodec, generator(this.#state!.value), () => `the compact point at revision ${revision}`)
         await points.store.put(compactPointKey(points.prefix, revision, this.#id), encodeCompactPoint(revision, bytes))
+        this.#logger.info({ log: this.#where(), prefix: points.prefix, revision }, 'compact point written')
       }
       this.#bytesSinceCompaction = 0
       const older = existing.filter((p) => p.revision < revision)
@@ -230,6 +237,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
         // The entries stay readable; replay from a compact point is what
         // compaction is for, and it works without the truncation.
         if (!isTidemarkError(err, 'TIDEMARK_LOG_TRUNCATE_UNSUPPORTED')) throw err
+        this.#logger.info({ log: this.#where(), ...errorFields(err) }, 'the log cannot be truncated; its entries stay')
       }
       // Points older than the previous one can no longer be replayed from.
       const stale = older.filter((p) => p.revision < previous.revision).map((p) => p.key)
@@ -374,6 +382,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
       }
       const decoded = decodeCompactPoint(body, point.revision)
       if ('problem' in decoded) {
+        this.#logger.warn({ log: this.#where(), key: point.key, problem: decoded.problem }, 'compact point does not verify; trying an older one')
         problems.push(`${point.key}: ${decoded.problem}`)
         continue
       }
@@ -382,6 +391,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
       this.#state = { value: this.#decodeState(decoded.state, point.revision) }
       this.#revision = point.revision
       this.#bytesSinceCompaction = 0
+      this.#logger.info({ log: this.#where(), key: point.key, revision: point.revision }, 'continuing from a compact point')
       return true
     }
     if (problems.length > 0) {

@@ -9,6 +9,7 @@ import type { SnapshotSchedulerOptions } from '../../../src/snapshot/scheduler.j
 import type { SnapshotterOptions } from '../../../src/snapshot/snapshotter.js'
 import { resolveDedupe, resolveOutputs, type ResolvedOutputs } from '../../../src/outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsOptions } from '../../../src/outputs/types.js'
+import { checkLogger, type Logger } from '../../../src/logging/logger.js'
 
 /** One Kafka record as the handler sees it. */
 export interface ConsumerRecord<V> {
@@ -122,6 +123,8 @@ export interface StatefulConsumerOptions<V = unknown> {
   }
   /** Passed to kafkajs as is: ssl, sasl, connectionTimeout, requestTimeout, retry, logLevel, logCreator, socketFactory. Logging is off unless set. */
   kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
+  /** Where the consumer, its partitions' snapshotters and restores log (pino-compatible); nothing is logged without one. kafkajs's own logging is `kafka.logCreator`. */
+  logger?: Logger
 }
 
 export const CONSUMER_DEFAULTS = Object.freeze({
@@ -158,12 +161,13 @@ export interface ResolvedConsumerOptions<V> {
   readonly store: Omit<PartitionStoreOptions, 'path' | 'states'>
   readonly consumer: NonNullable<StatefulConsumerOptions['consumer']>
   readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'>
+  readonly logger: Logger
 }
 
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
-  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe',
+  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
 ])
 
 /** Checks the options once, naming the field that is wrong. */
@@ -238,6 +242,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     store: options.store ?? {},
     consumer,
     kafka,
+    logger: checkLogger(options.logger, 'options.logger'),
   })
 }
 

@@ -12,6 +12,7 @@ import { acquireOwnership, type PartitionOwnership } from './ownership.js'
 import { PartitionOutputs } from '../../../src/outputs/partition-outputs.js'
 import { RECORD_ID_HEADER } from '../../../src/outputs/id.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
+import { PartitionMetrics } from '../../../src/metrics/partition-metrics.js'
 
 export interface TopicPartition {
   topic: string
@@ -101,6 +102,8 @@ export class PartitionTask<V> {
   readonly key: string
   readonly path: string
   readonly counts: PartitionCounts = { applied: 0, skipped: 0, deadLettered: 0 }
+  /** Publishes commits and lag to the metrics channels (docs/metrics.md). */
+  readonly metrics: PartitionMetrics
   #state: TaskState = 'new'
   #fetchFrom = 0n
   readonly #o: ResolvedConsumerOptions<V>
@@ -134,6 +137,7 @@ export class PartitionTask<V> {
       onEvent: (event) => services.events.outputs({ topic: tp.topic, partition: tp.partition }, event),
       onStoreFailed: (error) => void this.#fail(error),
     })
+    this.metrics = new PartitionMetrics({ job: options.job, ...tp }, this.key)
   }
 
   get state(): TaskState {
@@ -184,6 +188,7 @@ export class PartitionTask<V> {
           allowEmpty: true,
           ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
           onEvent: (event) => this.#services.events.restore(tp, event),
+          logger: o.logger,
         })
       } else {
         await mkdir(o.stateDir, { recursive: true })
@@ -235,6 +240,7 @@ export class PartitionTask<V> {
           // then stops the partition, see #snapshotFailed).
           beforeCommit: () => ownership.check(),
           onEvent: (event) => this.#services.events.snapshotter(tp, event),
+          logger: o.logger,
         })
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
@@ -365,7 +371,9 @@ export class PartitionTask<V> {
         // Dead letters are produced before the commit that moves past them:
         // a crash between the two produces them again (at least once).
         if (deadLetters.length > 0) await this.#services.deadLetter(deadLetters)
+        const commitStarted = this.metrics.commitStarted()
         await tx.commit({ topic: this.topic, partition: this.partition, offset: end })
+        this.metrics.committed(events, bytes, end, commitStarted)
         position = end
         last = end
         const applied = events - skipped.length - deadLetters.length

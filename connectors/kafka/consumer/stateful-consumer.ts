@@ -8,6 +8,7 @@ import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import { AssignmentHandler } from './assignments.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
+import { observeConsumerEvent } from './observe.js'
 import { resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
   PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
@@ -90,6 +91,12 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #memberId: string | undefined
   /** kafkajs crashes since the last successful join. */
   #crashes = 0
+
+  // Every event also goes to the logger and the ownership metrics (observe.ts).
+  override emit<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean {
+    observeConsumerEvent(this.options.logger, this.options.job, event, args[0])
+    return super.emit(event, ...(args as never))
+  }
 
   constructor(options: StatefulConsumerOptions<V>) {
     super()
@@ -262,6 +269,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       // The group's offset follows the store's commit (kafkajs commits it
       // after this returns); it is for lag tools, the store's position decides.
       if (last !== undefined) resolveOffset(String(last))
+      // The high watermark is the log's tail: the lag metric needs no request of its own.
+      task.metrics.lag(task.position, BigInt(batch.highWatermark))
     } catch (error) {
       // The task has stopped: the partition stays paused until the group
       // moves it; the other partitions go on.

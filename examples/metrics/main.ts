@@ -1,0 +1,51 @@
+// A partition processor over the embedded file log with its metrics served
+// for Prometheus at /metrics (tidemark/prometheus, on prom-client).
+//
+//   npx tsx examples/metrics/main.ts [--port 9464] [--events 2000]
+//   curl -s http://127.0.0.1:9464/metrics | grep '^tidemark_'
+//
+// It appends --events events, processes them with snapshots to a file
+// snapshot store (every 500 events), then keeps running (appending a
+// few events a second) until SIGINT or SIGTERM, when it closes.
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { createPrometheusMetrics } from '../../connectors/prometheus/index.js'
+import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState } from '../../src/index.js'
+import { serveMetrics } from './server.js'
+
+const { values } = parseArgs({ options: { port: { type: 'string', default: '9464' }, events: { type: 'string', default: '2000' } } })
+const port = Number(values.port)
+const events = Number(values.events)
+if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`--port must be a port number, got ${values.port}`)
+if (!Number.isInteger(events) || events < 1) throw new RangeError(`--events must be a positive integer, got ${values.events}`)
+
+// Subscribe before the processor starts, so that the restore and the replay are measured too.
+const metrics = createPrometheusMetrics()
+const server = await serveMetrics(metrics, { port })
+console.log(`metrics at ${server.url}`)
+
+const dir = await mkdtemp(join(tmpdir(), 'tidemark-metrics-example-'))
+const log = await openFileLog(join(dir, 'log'), { sync: false })
+for (let i = 0; i < events; i++) await log.append(Buffer.from(JSON.stringify({ key: `k${i % 1000}` })))
+const counts = valueState<number>('counts')
+const processor = new PartitionProcessor<{ key: string }>({
+  job: 'metrics-example', topic: 'events', partition: 0, log, path: join(dir, 'store'), states: [counts],
+  handler: (tx, event) => tx.value(counts).put(event.key, (tx.value(counts).getSync(event.key) ?? 0) + 1),
+  snapshots: { store: new FsSnapshotStore({ root: join(dir, 'snapshots') }), schedule: { everyEvents: 500 }, onClose: true },
+})
+await processor.start()
+const stop = new AbortController()
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort())
+const producer = setInterval(() => void log.append(Buffer.from(JSON.stringify({ key: 'live' }))), 200)
+try {
+  await processor.run(stop.signal)
+} finally {
+  clearInterval(producer)
+  await processor.close()
+  await log.close()
+  metrics.close()
+  await server.close()
+  await rm(dir, { recursive: true, force: true })
+}

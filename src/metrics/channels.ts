@@ -1,0 +1,158 @@
+import { channel } from 'node:diagnostics_channel'
+
+/**
+ * The `node:diagnostics_channel` names Tidemark publishes on. A subscriber
+ * (`diagnostics_channel.subscribe(METRICS_CHANNELS.commit, fn)`, or the
+ * Prometheus adapter in `tidemark/prometheus`) gets one message object per
+ * occurrence; docs/metrics.md lists each message's fields and the series the
+ * adapter makes of them. Nothing is built or sent while a channel has no
+ * subscriber: publishers check `hasSubscribers` first.
+ */
+export const METRICS_CHANNELS = Object.freeze({
+  /** A batch committed: state changes and position in one LevelDB write. */
+  commit: 'tidemark:commit',
+  /** Events the log holds after the store's position. */
+  lag: 'tidemark:lag',
+  /** A snapshot committed (its manifest written) or failed. */
+  snapshot: 'tidemark:snapshot',
+  /** Bytes of a restore downloaded so far, and its end. */
+  restore: 'tidemark:restore',
+  /** Events of the replay after a start applied so far, and its end. */
+  replay: 'tidemark:replay',
+  /** The partition's claim and fencing: taken, a renewal failed, lost, fenced by a newer epoch, a release that failed. */
+  ownership: 'tidemark:ownership',
+  /** Outputs committed (in the outbox) and not delivered yet. Published by the outbox (src/outputs). */
+  outbox: 'tidemark:outbox',
+} as const)
+
+export type MetricsChannelName = (typeof METRICS_CHANNELS)[keyof typeof METRICS_CHANNELS]
+
+/** Where a partition processor's or consumer task's figures come from. */
+export interface PartitionLabels {
+  job: string
+  topic: string
+  partition: number
+}
+
+/**
+ * Where a snapshotter's or a restore's figures come from: the partition's key
+ * in the snapshot store (a processor's partition number, a consumer's
+ * `<topic>-<partition>`).
+ */
+export interface SnapshotLabels {
+  job: string
+  partition: string
+}
+
+export interface CommitMessage extends PartitionLabels {
+  /** Events in the batch (the commit's size). */
+  events: number
+  /** Bytes of those events as read from the log. */
+  bytes: number
+  /** The position committed: the batch's last offset. */
+  offset: bigint
+  /** From the batch handed to the store until its write was acknowledged. */
+  durationMs: number
+}
+
+export interface LagMessage extends PartitionLabels {
+  /** The store's position, undefined before the first commit. */
+  position: bigint | undefined
+  /** The log's tail when last looked at: the next offset it will write (a Kafka high watermark). */
+  tail: bigint
+  /** tail − (position + 1): events in the log not yet applied. */
+  lag: number
+}
+
+export type SnapshotMessage = SnapshotLabels & (
+  | {
+    outcome: 'ok'
+    /** From the start of the checkpoint until the manifest was written (gc after it not included). */
+    durationMs: number
+    /** How long commits were blocked by the checkpoint. */
+    stallMs: number
+    /** Bytes written to the snapshot store: new data objects and the manifest. */
+    bytesUploaded: number
+    /** The size of the state the snapshot holds. */
+    bytesTotal: number
+    full: boolean
+    /** The snapshot's position (the highest source offset it holds), if any. */
+    offset: bigint | undefined
+  }
+  | {
+    outcome: 'failed'
+    durationMs: number
+    /** The TidemarkError's code, or 'unknown'. */
+    code: string
+  }
+)
+
+export interface RestoreMessage extends SnapshotLabels {
+  /** 'progress' while downloading; 'done' once, when the store is in place (also for a local store or an empty start). */
+  phase: 'progress' | 'done'
+  /** With 'done': where the state came from. */
+  source?: 'snapshot' | 'local' | 'empty'
+  bytesDownloaded: number
+  bytesTotal: number
+  /** With 'done': the whole restore. */
+  durationMs?: number
+}
+
+export interface ReplayMessage extends PartitionLabels {
+  /** Events of the replay applied so far. */
+  done: number
+  /** Events the replay covers (the log's tail at its start, less the position). */
+  total: number
+  /** The last message of this replay. */
+  final: boolean
+}
+
+export interface OwnershipMessage extends SnapshotLabels {
+  /**
+   * acquired: this owner took the claim (epoch); renew-failed: a renewal
+   * failed with a store error (retried); lost: another owner took the claim;
+   * fenced: a snapshot found a newer epoch or its manifest key taken;
+   * release-failed: close() could not give the claim up.
+   */
+  event: 'acquired' | 'renew-failed' | 'lost' | 'fenced' | 'release-failed'
+  epoch?: number
+}
+
+export interface OutboxMessage extends PartitionLabels {
+  /** Outputs committed in the outbox and not yet delivered. */
+  depth: number
+}
+
+/** The message type of each channel. */
+export interface MetricsMessages {
+  'tidemark:commit': CommitMessage
+  'tidemark:lag': LagMessage
+  'tidemark:snapshot': SnapshotMessage
+  'tidemark:restore': RestoreMessage
+  'tidemark:replay': ReplayMessage
+  'tidemark:ownership': OwnershipMessage
+  'tidemark:outbox': OutboxMessage
+}
+
+/**
+ * The channel objects, made once: `channel(name)` returns the same object for
+ * a name, and holding it keeps `hasSubscribers` a property read.
+ */
+export const channels = Object.freeze({
+  commit: channel(METRICS_CHANNELS.commit),
+  lag: channel(METRICS_CHANNELS.lag),
+  snapshot: channel(METRICS_CHANNELS.snapshot),
+  restore: channel(METRICS_CHANNELS.restore),
+  replay: channel(METRICS_CHANNELS.replay),
+  ownership: channel(METRICS_CHANNELS.ownership),
+  outbox: channel(METRICS_CHANNELS.outbox),
+})
+
+/**
+ * Publishes a message built only when someone listens: callers pass a
+ * function, or check `channels.X.hasSubscribers` themselves on a hot path.
+ */
+export function publish<K extends keyof typeof channels>(name: K, build: () => MetricsMessages[(typeof METRICS_CHANNELS)[K]]): void {
+  const ch = channels[name]
+  if (ch.hasSubscribers) ch.publish(build())
+}
