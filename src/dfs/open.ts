@@ -74,7 +74,7 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
       // set-up call from the user, and the connector (with the AWS SDK) is
       // loaded only by those who open an s3:// URL. The path is the same from
       // src/dfs/ to connectors/s3/ in the sources and in dist/.
-      const { S3SnapshotStore } = await import('../../connectors/s3/index.js')
+      const { S3SnapshotStore } = await import('../../connectors/s3/index.js').catch((err: unknown) => { throw clientMissing(err) })
       return new S3SnapshotStore({
         ...fromQuery,
         ...options.s3,
@@ -85,6 +85,21 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
     default:
       throw new RangeError(`snapshot store URL '${url}' has an unsupported scheme '${parsed.protocol}'; expected file: or s3:`)
   }
+}
+
+/**
+ * The AWS SDK is an optional peer dependency (a file-system-only user
+ * installs without it), so its absence shows up here, at the first s3:// URL,
+ * as Node's module-not-found error naming a package the user never asked for.
+ */
+function clientMissing(err: unknown): unknown {
+  const e = err as NodeJS.ErrnoException
+  if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !/'@(aws-sdk|smithy)\//.test(String(e.message))) return err
+  return new TidemarkError(
+    'TIDEMARK_DFS_CLIENT_MISSING',
+    's3:// snapshot stores need the AWS SDK, an optional peer dependency of tidemark that is not installed: npm install @aws-sdk/client-s3',
+    { cause: err, details: { package: '@aws-sdk/client-s3' } },
+  )
 }
 
 async function checkRoot(url: string, root: string): Promise<void> {

@@ -1,0 +1,44 @@
+// The README's "A first example", compiled and run against the packed
+// package by test/package/pack.package.ts; the part between the region markers
+// is the README's code block, character for character
+// (test/package/readme-examples.test.ts).
+
+interface Order { offset: bigint; user: string; id: string; amount: number }
+
+/** Stands in for "your consumer": two batches of orders from offset `from` on. */
+function* batchesFrom(from: bigint): Generator<Order[]> {
+  const orders: Order[] = Array.from({ length: 150 }, (_, i) => ({ offset: BigInt(i), user: i % 3 === 0 ? 'alice' : 'bob', id: `o-${String(i).padStart(3, '0')}`, amount: i }))
+  const rest = orders.filter((o) => o.offset >= from)
+  yield rest.slice(0, 100)
+  yield rest.slice(100)
+}
+
+// #region readme
+import { PartitionStore, valueState, mapState } from 'tidemark'
+
+const totals = valueState<number>('totals')                // key -> value
+const orders = mapState<{ amount: number }>('orders')      // key -> sub-key -> value
+
+const store = await PartitionStore.open({ path: './state/orders-0', states: [totals, orders] })
+
+// Resume after the last committed event of this source partition.
+const from = (store.position('orders', 0) ?? -1n) + 1n
+
+for (const batch of batchesFrom(from)) {                    // your consumer
+  const last = batch.at(-1)
+  if (last === undefined) continue                          // an empty poll
+  const tx = store.transaction()
+  for (const event of batch) {
+    const sum = (await tx.value(totals).get(event.user)) ?? 0   // reads see the tx's own writes
+    tx.value(totals).put(event.user, sum + event.amount)
+    tx.map(orders).put(event.user, event.id, { amount: event.amount })
+  }
+  // State changes and the new position in one LevelDB batch: all or nothing.
+  await tx.commit({ topic: 'orders', partition: 0, offset: last.offset })
+}
+
+for await (const [id, order] of store.transaction().map(orders).entries('alice', { gte: 'o-100', limit: 10 })) {
+  console.log(id, order.amount)
+}
+await store.close()
+// #endregion readme

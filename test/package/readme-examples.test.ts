@@ -1,0 +1,34 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+
+const root = join(import.meta.dirname, '..', '..')
+const dir = join(root, 'examples', 'readme')
+
+/** The lines between `// #region readme` and `// #endregion readme`. */
+function readmeRegion(source: string, file: string): string {
+  const m = /\/\/ #region readme\n([\s\S]*?)\/\/ #endregion readme\n/.exec(source)
+  if (m === null) throw new Error(`${file} has no // #region readme ... // #endregion readme`)
+  return m[1]!
+}
+
+function codeBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]!)
+}
+
+// examples/readme/ holds the README's examples as programs that
+// test/package/pack.package.ts (npm run test:package) compiles under strict and
+// runs against the packed package; this test keeps the README's blocks equal
+// to them, so the README cannot drift from what is compiled.
+describe("the README's examples", () => {
+  const files = readdirSync(dir).filter((f) => /\.c?ts$/.test(f)).sort()
+
+  it('are all in examples/readme', () => {
+    expect(files).toEqual(['first-example.ts', 'processor.ts', 'require.cts'])
+  })
+
+  it.each(files)('examples/readme/%s is a code block of README.md, character for character', (file) => {
+    const region = readmeRegion(readFileSync(join(dir, file), 'utf8'), file)
+    expect(codeBlocks(readFileSync(join(root, 'README.md'), 'utf8'))).toContain(region)
+  })
+})

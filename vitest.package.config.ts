@@ -1,0 +1,17 @@
+import { defineConfig } from 'vitest/config'
+
+// `npm run test:package`: packs the package, installs the tarball into a
+// fresh app and runs the README's examples and the `tidemark` command there
+// (test/package/pack.package.ts). Not part of `npm test`: the build and the
+// installs take a minute or more. Needs no services.
+export default defineConfig({
+  test: {
+    include: ['test/package/**/*.package.ts'],
+    setupFiles: ['test/setup/worker.ts'],
+    pool: 'forks',
+    testTimeout: 120_000,
+    hookTimeout: 600_000,
+    teardownTimeout: 30_000,
+    retry: 0,
+  },
+})
