@@ -38,7 +38,12 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
     name: `file-log:${options.dir}`,
     async send(records: readonly OutboxRecord[]): Promise<void> {
       if (closed) throw new Error('the file-log sink is closed')
-      for (const r of records) await (await open(r.topic)).append(encodeOutboxRecord(r))
+      // Opened first, then appended without awaiting each: the file log
+      // commits appends made together as one group (one write, one flush),
+      // in call order.
+      const logs = new Map<string, FileLog>()
+      for (const r of records) if (!logs.has(r.topic)) logs.set(r.topic, await open(r.topic))
+      await Promise.all(records.map((r) => logs.get(r.topic)!.append(encodeOutboxRecord(r))))
     },
     async close(): Promise<void> {
       closed = true

@@ -1,11 +1,10 @@
-import { once } from 'node:events'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
-import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readDedupeWatermarks, readOutbox, type OutputSink } from '../../src/outputs/index.js'
+import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink } from '../../src/outputs/index.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
-import { counter, counts, expectedCounts, readCounts, summer, wordLog } from './fixtures.js'
+import { counter, counts, wordLog } from './fixtures.js'
 
 /** A sink that never confirms: everything stays in the outbox. */
 const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })

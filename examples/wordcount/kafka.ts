@@ -1,0 +1,109 @@
+// Both stages on a Kafka consumer group: stage 1 (count) consumes lines and
+// emits every change of a word's count to the counts topic through its
+// outbox; stage 2 (sum) consumes that topic with dedupe: 'tidemark-ids'.
+import { Kafka, Partitioners, logLevel } from 'kafkajs'
+import { join } from 'node:path'
+import { tmpdir } from 'node:os'
+import { StatefulConsumer } from '../../connectors/kafka/index.js'
+import { kafkaSink } from '../../connectors/kafka/outputs/kafka-sink.js'
+import { openSnapshotStore } from '../../src/dfs/open.js'
+import { counts, countLine, lineAt, sumChange, type CountChange } from './words.js'
+
+export interface KafkaArgs {
+  stage: 'count' | 'sum'
+  brokers: string[]
+  topic: string
+  countsTopic: string
+  job: string
+  state: string | undefined
+  store: string | undefined
+  produce: number
+  idleExit: boolean
+}
+
+export async function runKafka(a: KafkaArgs): Promise<void> {
+  if (a.produce > 0) {
+    const kafka = new Kafka({ brokers: a.brokers, clientId: 'wordcount-producer', logLevel: logLevel.NOTHING })
+    const producer = kafka.producer({ allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner })
+    await producer.connect()
+    for (let i = 0; i < a.produce; i += 500) {
+      const messages = []
+      for (let j = i; j < Math.min(a.produce, i + 500); j++) messages.push({ key: String(j), value: JSON.stringify({ line: lineAt(j) }) })
+      await producer.send({ topic: a.topic, messages })
+    }
+    await producer.disconnect()
+    console.log(`produced ${a.produce} lines to ${a.topic}`)
+  }
+
+  // One producer for every partition of this process.
+  const sink = kafkaSink({ brokers: a.brokers })
+  const job = a.stage === 'count' ? a.job : `${a.job}-sum`
+  const snapshots = {
+    store: await openSnapshotStore(a.store ?? `file://${join(tmpdir(), 'wordcount-snapshots')}`),
+    schedule: { intervalMs: 30_000, everyEvents: 50_000 },
+  }
+  const common = {
+    job, brokers: a.brokers, stateDir: a.state ?? join(tmpdir(), `wordcount-state-${process.pid}`), states: [counts], snapshots,
+    consumer: { sessionTimeout: 10_000, heartbeatInterval: 1000, maxWaitTimeInMs: 200 },
+  }
+  const consumer = a.stage === 'count'
+    ? new StatefulConsumer<{ line: string }>({
+      ...common, topics: [a.topic], onDecodeError: 'skip', outputs: { sink },
+      handler: (tx, record, ctx) => { if (record.value !== null) countLine(tx, record.value.line, ctx, a.countsTopic) },
+    })
+    : new StatefulConsumer<CountChange>({
+      ...common, topics: [a.countsTopic], dedupe: 'tidemark-ids',
+      handler: (tx, record) => { if (record.value !== null) sumChange(tx, record.value) },
+    })
+  const c = consumer as StatefulConsumer<unknown>
+  const unit = a.stage === 'count' ? 'lines' : 'changes'
+  c.on('partition-started', (s) => console.log(`partition ${s.topic}/${s.partition}: ${s.source} state at offset ${s.position ?? 'none'}, fetching from ${s.fetchFrom}`))
+  c.on('partition-closed', (x) => console.log(`partition ${x.topic}/${x.partition}: ${x.reason}, ${x.counts.applied} ${unit} applied here${x.handoff === undefined ? '' : `, hand-off snapshot ${x.handoff.id}`}`))
+  c.on('partition-failed', (f) => console.error(`partition ${f.topic}/${f.partition} stopped: ${String(f.error)}`))
+  c.on('outputs', ({ topic, partition, event }) => { if (event.type === 'outbox-full' || event.type === 'delivery-failed') console.error(`partition ${topic}/${partition}: ${event.type}`) })
+
+  let closing: Promise<void> | undefined
+  const close = (why: string): Promise<void> => {
+    closing ??= (async () => {
+      console.log(`${why}: handing off`)
+      const { partitions } = await c.close()
+      await sink.close()
+      console.log(`closed: ${partitions.length} partitions handed off, ${c.counts().applied} ${unit} applied by this process`)
+    })()
+    return closing
+  }
+  process.once('SIGTERM', () => void close('SIGTERM').then(() => process.exit(0)))
+  process.once('SIGINT', () => void close('SIGINT').then(() => process.exit(0)))
+
+  await c.start()
+  console.log(`member ${c.memberId} of group tidemark-${job}`)
+  if (a.idleExit) {
+    const source = a.stage === 'count' ? a.topic : a.countsTopic
+    const admin = new Kafka({ brokers: a.brokers, clientId: 'wordcount-admin', logLevel: logLevel.NOTHING }).admin()
+    await admin.connect()
+    const ends = new Map((await admin.fetchTopicOffsets(source)).map((o) => [o.partition, BigInt(o.high)]))
+    await admin.disconnect()
+    await new Promise<void>((resolve) => {
+      const check = (): void => {
+        const parts = c.partitions()
+        if (parts.length > 0 && parts.every((p) => p.state === 'running' && (p.position ?? -1n) + 1n >= (ends.get(p.partition) ?? 0n))) {
+          c.off('commit', check)
+          c.off('partition-started', check)
+          resolve()
+        }
+      }
+      c.on('commit', check)
+      c.on('partition-started', check)
+      check()
+    })
+    await c.flushOutputs()
+    for (const p of c.partitions()) {
+      const tx = c.store(p.topic, p.partition)!.transaction()
+      const top: string[] = []
+      for await (const [word, n] of tx.value(counts).entries()) top.push(`${word}=${n}`)
+      tx.abort()
+      console.log(`partition ${p.topic}/${p.partition}: ${top.join(' ')}`)
+    }
+    await close('caught up')
+  }
+}
