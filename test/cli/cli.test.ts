@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { openFileLog } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
-import { cli, fixture, tidemark, tree } from './helpers.js'
+import { cli, fixture, handlerModule, tidemark, tree } from './helpers.js'
 
 const USAGE_LINE = /^usage:$/m
 
@@ -56,6 +56,7 @@ describe('usage', () => {
       [['state', 'dump', '--help'], 'tidemark state dump <source>'],
       [['log', '--help'], 'tidemark log append'],
       [['log', 'tail', 'x', '-h'], 'tidemark log tail'],
+      [['replay', '--help'], 'tidemark replay --job NEW_JOB'],
     ]
     for (const [argv, text] of cases) {
       const result = await tidemark(...argv)
@@ -113,6 +114,10 @@ describe('usage', () => {
       expect(result.stderr).toMatch(USAGE_LINE)
     }
     expect(readdirSync(dir)).toEqual([])
+    // replay parses its own options (src/replay/cli.ts), with the same exit code and usage.
+    const replay = await tidemark('replay', '--bogus')
+    expect(replay).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining("Unknown option '--bogus'") })
+    expect(replay.stderr).toMatch(USAGE_LINE)
   })
 
   it('refuses --retain below 1 rather than reading it as 1, and deletes nothing', async () => {
@@ -184,4 +189,37 @@ describe('failures', () => {
     expect((await tidemark('positions', file)).stderr).toMatch(/^tidemark: TIDEMARK_STORE_NOT_A_STORE: /)
     expect(readdirSync(dir).sort()).toEqual(['file', 'log'])
   })
+})
+
+it("every command of the README's `tidemark` block runs (exit 0) against a store the test made", async () => {
+  const readme = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8')
+  const section = readme.split('## The `tidemark` command\n')[1]!
+  const block = /^```sh\n([\s\S]*?)^```$/m.exec(section)![1]!
+  const { dir, store, url, log, snapshotIds } = await fixture()
+  // The README's paths and names, and what stands for them here.
+  const names: Record<string, string> = {
+    './state/sales-0': store,
+    'file:///var/lib/app/snapshots': url,
+    's3://snapshots/jobs?endpoint=http://127.0.0.1:9000&forcePathStyle=true': url,
+    'sales-totals': 'j',
+    '0000000001-000000000007': snapshotIds[0]!,
+    './restored': join(dir, 'restored'),
+    alice: 'a',
+    totals: 'counts',
+    '123456': '46',
+    './data/sales-log': log,
+    sales: 't',
+    './dist/sales-handler.js': handlerModule(dir),
+  }
+  const commands = block.replace(/\\\n\s*/g, '').split('\n').filter((l) => l.startsWith('tidemark '))
+  expect(commands.map((c) => c.split(/\s+/).slice(1, 3).join(' '))).toEqual(expect.arrayContaining([
+    'positions ./state/sales-0', 'snapshots list', 'snapshots show', 'snapshots verify', 'state get', 'state dump', 'log info', 'log tail', 'log append', '--version',
+  ]))
+  for (const command of commands) {
+    // Words as a shell splits them: single quotes group and are removed.
+    const words = [...command.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!).slice(1)
+    const result = await tidemark(...words.map((w) => names[w] ?? w))
+    expect(result, command).toMatchObject({ code: 0 })
+    expect(result.stdout, command).not.toBe('')
+  }
 })
