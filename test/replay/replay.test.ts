@@ -1,97 +1,15 @@
-import { spawn } from 'node:child_process'
-import { rm } from 'node:fs/promises'
+import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import {
-  decodeOutboxRecord, fileLogSink, isTidemarkError, openFileLog, openSnapshotStore, PartitionProcessor, PartitionStore,
-  type FileLog, type OutputSink, type SnapshotStore,
-} from '../../src/index.js'
+import { fileLogSink, isTidemarkError, restoreSnapshot } from '../../src/index.js'
 import { replayJob, type ReplayJobOptions, type ReplayProgress } from '../../src/replay/index.js'
 import { runReplayCommand } from '../../src/replay/cli.js'
-import { stateDigest } from '../../src/store/digest.js'
 import { tempDir } from '../helpers/tmp.js'
-import { fold, handler, OUTPUT_TOPIC, saleAt, stateOnly, states, TOPIC, totals, type Sale } from './fixtures/operator.js'
+import { fold, handler, stateOnly, states, TOPIC, type Sale } from './fixtures/operator.js'
+import { digestOf, distinct, EVENTS, liveJob, outputs, readPosition, readTotals, sourceLog, store } from './helpers.js'
 
-const EVENTS = 3000
-/** Events of the child-process runs: each costs a process start and per-record appends of the file-log sink. */
-const CHILD_EVENTS = 2000
 const OPERATOR = join(import.meta.dirname, 'fixtures', 'operator.ts')
-const WORKER = join(import.meta.dirname, 'fixtures', 'cli-worker.ts')
-
-async function sourceLog(root: string, events = EVENTS): Promise<FileLog> {
-  const log = await openFileLog(join(root, 'source'), { sync: false })
-  for (let i = 0; i < events; i += 1000) {
-    await Promise.all(Array.from({ length: Math.min(1000, events - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(saleAt(i + j))))))
-  }
-  return log
-}
-
-async function store(dir: string): Promise<SnapshotStore> {
-  return openSnapshotStore(pathToFileURL(dir).href)
-}
-
-/** The records of an output file log: id and bytes, in log order. */
-async function outputs(dir: string): Promise<Array<{ id: string; bytes: string }>> {
-  const log = await openFileLog(join(dir, OUTPUT_TOPIC), { readOnly: true })
-  try {
-    const out = []
-    for await (const entry of log.read(0n)) out.push({ id: decodeOutboxRecord(entry.data).id, bytes: Buffer.from(entry.data).toString('hex') })
-    return out
-  } finally {
-    await log.close()
-  }
-}
-
-/** Distinct records by id in first-seen order; a duplicate must carry the same bytes. */
-function distinct(records: Array<{ id: string; bytes: string }>): Array<{ id: string; bytes: string }> {
-  const seen = new Map<string, string>()
-  for (const r of records) {
-    const before = seen.get(r.id)
-    if (before === undefined) seen.set(r.id, r.bytes)
-    else expect(r.bytes, `duplicate ${r.id} carries the same bytes`).toBe(before)
-  }
-  return [...seen].map(([id, bytes]) => ({ id, bytes }))
-}
-
-/** The digest of a store that holds exactly `values` (built without the replay). */
-async function digestOf(values: Map<string, number>): Promise<string> {
-  const s = await PartitionStore.open({ path: join(tempDir(), 'fold'), states })
-  try {
-    const tx = s.transaction()
-    for (const [k, v] of values) tx.value(totals).put(k, v)
-    await tx.commitWithoutPosition()
-    return await stateDigest(s, states)
-  } finally {
-    await s.close()
-  }
-}
-
-async function readTotals(path: string): Promise<Map<string, number>> {
-  const s = await PartitionStore.open({ path, states, create: false })
-  try {
-    const out = new Map<string, number>()
-    for await (const [k, v] of s.transaction().value(totals).entries()) out.set(k, v)
-    return out
-  } finally {
-    await s.close()
-  }
-}
-
-/** A live job over the source log, with a snapshot at `at`; its outputs never get delivered (its sink is down), so its snapshot carries an outbox. */
-async function liveJob(log: FileLog, path: string, snapshots: SnapshotStore, at: bigint): Promise<string> {
-  const down: OutputSink = { name: 'down', send: () => Promise.reject(new Error('the output cluster is down')), close: async () => undefined }
-  const p = new PartitionProcessor<Sale>({
-    job: 'live', log, topic: TOPIC, partition: 0, path, states, handler, snapshots: { store: snapshots },
-    outputs: { sink: down, retry: { initialMs: 10_000 } },
-  })
-  await p.start()
-  await p.catchUp({ end: at + 1n })
-  const snap = await p.snapshot()
-  await p.close()
-  return snap!.id
-}
 
 describe('replayJob', () => {
   it('from empty: the state is the fold of [from, to], one output per event with its id, a final snapshot at to', async () => {
@@ -112,7 +30,6 @@ describe('replayJob', () => {
     const records = await outputs(join(root, 'out'))
     expect(distinct(records).map((r) => r.id)).toEqual(Array.from({ length: 1900 }, (_, i) => `tm1:backfill:${TOPIC}:0:${100 + i}:0`))
     // The snapshot at `to`: restored elsewhere, it holds the same state.
-    const { restoreSnapshot } = await import('../../src/snapshot/restore.js')
     await restoreSnapshot({ snapshotStore: snapshots, job: 'backfill', partition: 0, target: join(root, 'check'), snapshot: result.snapshot.id })
     expect(await readTotals(join(root, 'check'))).toEqual(fold(100, 1999))
     // A call after the end does nothing more and says the same.
@@ -122,61 +39,6 @@ describe('replayJob', () => {
     })
     expect(again).toMatchObject({ source: 'local', events: 0, digest: result.digest, snapshot: result.snapshot })
     await log.close()
-  })
-
-  it('Replay determinism: run twice, once SIGKILLed in a child process and resumed, gives the same output ids and bytes and the same digest', async () => {
-    const root = tempDir()
-    const log = await sourceLog(root, CHILD_EVENTS)
-    await log.close()
-    const args = (env: string) => [
-      '--job', 'what-if', '--handler', OPERATOR, '--path', join(root, env, 'store'), '--snapshots', pathToFileURL(join(root, env, 'snapshots')).href,
-      '--log', pathToFileURL(join(root, 'source')).href, '--topic', TOPIC, '--partition', '0', '--to', String(CHILD_EVENTS - 1),
-      '--output', pathToFileURL(join(root, env, 'out')).href, '--output-no-fsync', '--batch-size', '100', '--json',
-    ]
-    const run = (env: string, pauseAt?: number) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args(env)], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, ...(pauseAt === undefined ? {} : { TIDEMARK_TEST_PAUSE_AT: String(pauseAt) }) },
-      })
-      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
-      let stderr = ''
-      child.stderr.on('data', (d: Buffer) => { stderr += d.toString() })
-      return { child, exit, stderr: () => stderr }
-    }
-    const { mkdir } = await import('node:fs/promises')
-    for (const env of ['a', 'b']) await mkdir(join(root, env, 'snapshots'), { recursive: true })
-
-    // B: paused inside the handler at offset 1150, committed batches behind it, then SIGKILLed.
-    const killed = run('b', 1150)
-    for await (const line of createInterface({ input: killed.child.stdout })) {
-      if (line === 'paused') break
-    }
-    killed.child.kill('SIGKILL')
-    expect((await killed.exit).signal).toBe('SIGKILL')
-    const committed = (await readPosition(join(root, 'b', 'store')))!
-    expect(committed).toBeGreaterThan(0n)
-    expect(committed).toBeLessThan(1150n)
-
-    // B resumed, and A in one go.
-    const results = []
-    for (const env of ['b', 'a']) {
-      const r = run(env)
-      let stdout = ''
-      r.child.stdout.on('data', (d: Buffer) => { stdout += d.toString() })
-      const { code } = await r.exit
-      expect(code, r.stderr()).toBe(0)
-      results.push(JSON.parse(stdout) as { source: string; events: number; digest: string; offset: string })
-    }
-    const [resumed, once] = results
-    expect(resumed).toMatchObject({ source: 'local', events: CHILD_EVENTS - 1 - Number(committed), offset: String(CHILD_EVENTS - 1) })
-    expect(once).toMatchObject({ source: 'new', events: CHILD_EVENTS, offset: String(CHILD_EVENTS - 1) })
-    expect(resumed!.digest).toBe(once!.digest)
-    expect(once!.digest).toBe(await digestOf(fold(0, CHILD_EVENTS - 1)))
-    // Same ids and bytes: B may hold records of its last unconfirmed send twice, with the same bytes.
-    const a = await outputs(join(root, 'a', 'out'))
-    const b = distinct(await outputs(join(root, 'b', 'out')))
-    expect(a).toHaveLength(CHILD_EVENTS)
-    expect(b).toEqual(a)
   })
 
   it('a resume never redoes or skips an event: stopped by its signal at each snapshot, the store gone, then resumed from its own snapshot', async () => {
@@ -326,7 +188,6 @@ describe('tidemark replay', () => {
     const root = tempDir()
     const log = await sourceLog(root, 2000)
     await log.close()
-    const { mkdir } = await import('node:fs/promises')
     await mkdir(join(root, 'snapshots'))
     const args = ['--job', 'cli', '--handler', OPERATOR, '--path', join(root, 'store'), '--snapshots', pathToFileURL(join(root, 'snapshots')).href,
       '--log', pathToFileURL(join(root, 'source')).href, '--topic', TOPIC, '--partition', '0', '--to', '1999', '--output', pathToFileURL(join(root, 'out')).href, '--output-no-fsync']
@@ -353,12 +214,3 @@ describe('tidemark replay', () => {
     expect(t.out.stderr).toMatch(/^tidemark replay: TIDEMARK_REPLAY_JOB_EXISTS: /)
   })
 })
-
-async function readPosition(path: string): Promise<bigint | undefined> {
-  const s = await PartitionStore.open({ path, create: false })
-  try {
-    return s.position(TOPIC, 0)
-  } finally {
-    await s.close()
-  }
-}
