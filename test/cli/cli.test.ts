@@ -223,3 +223,46 @@ it("every command of the README's `tidemark` block runs (exit 0) against a store
     expect(result.stdout, command).not.toBe('')
   }
 })
+
+describe('bad input, command by command', () => {
+  it('a missing path and a regular file exit 1 with the code that names them; a relative file: URL and an unknown flag exit 2 with the usage', async () => {
+    const dir = tempDir()
+    const missing = join(dir, 'missing')
+    const file = join(dir, 'file')
+    writeFileSync(file, 'x')
+    const P = ['--job', 'j', '--partition', '0']
+    // Each command with {} where its path or URL goes.
+    const urlCommands: string[][] = [
+      ['snapshots', 'list', '{}', ...P], ['snapshots', 'show', '{}', 'ID', ...P], ['snapshots', 'verify', '{}', ...P],
+      ['restore', '{}', ...P, '--target', join(dir, 'target')], ['gc', '{}', ...P], ['state', 'dump', '{}', ...P], ['state', 'get', '{}', 'k', '--state', 's', ...P],
+    ]
+    const storeCommands: string[][] = [['positions', '{}'], ['state', 'dump', '{}'], ['state', 'get', '{}', 'k', '--state', 's']]
+    const logCommands: string[][] = [['log', 'info', '{}'], ['log', 'tail', '{}'], ['log', 'append', '{}', 'data']]
+    const at = (argv: string[], value: string) => argv.map((a) => (a === '{}' ? value : a))
+    const expectations: [string[], number, RegExp][] = []
+    for (const argv of urlCommands) {
+      expectations.push([at(argv, pathToFileURL(missing).href), 1, /^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: .* is not a directory\n$/])
+      expectations.push([at(argv, pathToFileURL(file).href), 1, /^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: .* is not a directory\n$/])
+      expectations.push([at(argv, 'file:relative/snapshots'), 2, /^tidemark: snapshot store URL 'file:relative\/snapshots' is not absolute; [^\n]*\nusage:\n/])
+      expectations.push([[...at(argv, pathToFileURL(dir).href), '--frobnicate'], 2, /^tidemark: Unknown option '--frobnicate'[^\n]*\nusage:\n/])
+    }
+    for (const argv of storeCommands) {
+      expectations.push([at(argv, missing), 1, /^tidemark: TIDEMARK_STORE_NOT_FOUND: [^\n]*\n$/])
+      expectations.push([at(argv, file), 1, /^tidemark: TIDEMARK_STORE_NOT_A_STORE: [^\n]*it is not a directory[^\n]*\n$/])
+      expectations.push([[...at(argv, dir), '--frobnicate'], 2, /^tidemark: Unknown option '--frobnicate'[^\n]*\nusage:\n/])
+    }
+    for (const argv of logCommands) {
+      expectations.push([at(argv, missing), 1, /^tidemark: TIDEMARK_LOG_NOT_FOUND: [^\n]*it does not exist\n$/])
+      expectations.push([at(argv, file), 1, /^tidemark: TIDEMARK_LOG_NOT_FOUND: [^\n]*it is not a directory\n$/])
+      expectations.push([[...at(argv, dir), '--frobnicate'], 2, /^tidemark: Unknown option '--frobnicate'[^\n]*\nusage:\n/])
+    }
+    for (const [argv, code, stderr] of expectations) {
+      const result = await tidemark(...argv)
+      expect(result, argv.join(' ')).toMatchObject({ code, stdout: '' })
+      expect(result.stderr, argv.join(' ')).toMatch(stderr)
+    }
+    // Nothing was created anywhere: not the missing path, not a target, not a log.
+    expect(readdirSync(dir).sort()).toEqual(['file'])
+    expect(readFileSync(file, 'utf8')).toBe('x')
+  })
+})
