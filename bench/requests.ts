@@ -10,10 +10,13 @@
  * every leaseMs / 3); the bench holds a long lease so that none falls into
  * a measured window, and reports the default's rate beside.
  *
- * Prints one JSON line; scripts/readme-cost.ts turns it into the README's
- * "What it costs at scale".
+ * Prints one JSON line and writes it to bench/.last-requests.json (or
+ * TIDEMARK_REQUESTS_FILE); `npm run readme:cost` (scripts/readme-cost.ts)
+ * turns it into the README's "What it costs at scale".
  */
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, valueState, type SnapshotSettings } from '../src/index.js'
 import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
 import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
@@ -112,7 +115,7 @@ export async function run(args: string[]): Promise<void> {
       delete: round(avg(gcSnapshots, (c) => c.delete) - avg(steady, (c) => c.delete), 3),
     }
     const renewIntervalMs = Math.floor(CLAIM_DEFAULTS.leaseMs / 3)
-    emit({
+    const line = {
       bench: 'requests',
       store: 'radosgw',
       putClassPerSnapshot: avg(steady, putClass),
@@ -135,7 +138,12 @@ export async function run(args: string[]): Promise<void> {
       claimRenewalsPerMinute: round(60_000 / renewIntervalMs, 3),
       claimLeaseMs: CLAIM_DEFAULTS.leaseMs,
       loadAvg: loadAvg(),
-    })
+      date: new Date().toISOString(),
+      node: process.version,
+    }
+    emit(line)
+    // For `npm run readme:cost`, which computes the README's cost table from it.
+    writeFileSync(process.env.TIDEMARK_REQUESTS_FILE ?? fileURLToPath(new URL('.last-requests.json', import.meta.url)), `${JSON.stringify(line)}\n`)
     await log.close()
   } finally {
     await s3.close()

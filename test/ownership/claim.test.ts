@@ -303,7 +303,7 @@ for (const backend of backends) {
       const claim = await acquireClaim(base(store, { minEpoch: 4 }))
       const partitionStore = await openKvStore(join(tempDir(), 'store'))
       onTestFinished(() => partitionStore.close())
-      const snapshotter = new Snapshotter({ snapshotStore: store, partitionStore, job: 'job', partition: 0, epoch: claim.epoch, retain: 1, graceMs: 0 })
+      const snapshotter = new Snapshotter({ snapshotStore: store, partitionStore, job: 'job', partition: 0, epoch: claim.epoch, retain: 1, graceMs: 0, gcEverySnapshots: 1 })
       const offset = await writeKeys(partitionStore, range(0, 100), 1, 0n)
       const first = await snapshotter.takeSnapshot({ full: true })
       await writeKeys(partitionStore, range(0, 100), 2, offset + 1n)

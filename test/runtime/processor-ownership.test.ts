@@ -383,7 +383,10 @@ describe('PartitionProcessor ownership', () => {
     const dir = tempDir()
     const log = await filledLog(join(dir, 'log'), 400)
     const store = new FsSnapshotStore({ root: join(dir, 'snapshots') })
-    const p = processor(join(dir, 'a'), log, store)
+    // GC (the full listing) after every snapshot: between listings the claim
+    // check is what notices another owner, and this writer never claimed.
+    const snapshots = { store, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 }, gcEverySnapshots: 1 }
+    const p = processor(join(dir, 'a'), log, store, { snapshots })
     await p.start()
     await p.catchUp({ end: 200n })
     const mine = (await p.snapshot())!
@@ -395,6 +398,10 @@ describe('PartitionProcessor ownership', () => {
     const failed: unknown[] = []
     p.on('snapshot-failed', (error) => failed.push(error))
     const lostEvent = nextOwnershipEvent(p, 'lost')
+    await p.catchUp({ end: 250n })
+    // Planned from what it knew (no listing since): it commits, below epoch 2,
+    // so the planted manifest stays the latest; the GC run after it lists.
+    expect(await p.snapshot()).toMatchObject({ epoch: 1 })
     await p.catchUp({ end: 300n })
     expect(await p.snapshot()).toBeUndefined()
     expect((await lostEvent).error).toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED', details: { newerEpoch: 2 } })
