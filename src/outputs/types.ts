@@ -1,3 +1,5 @@
+import type { TidemarkError } from '../errors.js'
+
 /** What a handler emits (ctx.emit). */
 export interface OutputRecord {
   /** Destination topic (Kafka), or log name under the file-log sink's directory. */
@@ -78,7 +80,7 @@ export type OutputsEvent =
   /** Records were accepted by the sink and removed from the outbox. */
   | { type: 'delivered'; records: number; bytes: number }
   /** A send failed (error: TIDEMARK_OUTPUT_DELIVERY_FAILED); it is retried after retryInMs. */
-  | { type: 'delivery-failed'; error: unknown; attempt: number; retryInMs: number }
+  | { type: 'delivery-failed'; error: TidemarkError; attempt: number; retryInMs: number }
   /** The outbox reached its limit: the partition pauses until delivery makes room. */
   | { type: 'outbox-full'; records: number; bytes: number }
   /** Delivery made room: the partition goes on. */

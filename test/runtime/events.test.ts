@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { describe, expect, expectTypeOf, it } from 'vitest'
 import type { StatefulConsumerEvents } from '../../connectors/kafka/index.js'
 import { asTidemarkError } from '../../src/errors.js'
+import type { OutputsEvent } from '../../src/outputs/index.js'
 import {
   FsSnapshotStore, PartitionProcessor, TidemarkError, openFileLog,
   type OwnershipEvent, type ProcessorEvents, type Progress, type SnapshotterEvent,
@@ -16,6 +17,7 @@ describe('typed events', () => {
     expectTypeOf<Extract<OwnershipEvent, { type: 'lost' }>['error']>().toEqualTypeOf<TidemarkError>()
     expectTypeOf<Extract<OwnershipEvent, { type: 'release-failed' }>['error']>().toEqualTypeOf<TidemarkError>()
     expectTypeOf<Extract<SnapshotterEvent, { type: 'gc-failed' }>['error']>().toEqualTypeOf<TidemarkError>()
+    expectTypeOf<Extract<OutputsEvent, { type: 'delivery-failed' }>['error']>().toEqualTypeOf<TidemarkError>()
     expectTypeOf<StatefulConsumerEvents['snapshot-failed'][0]['error']>().toEqualTypeOf<TidemarkError>()
     expectTypeOf<StatefulConsumerEvents['partition-failed'][0]['error']>().toEqualTypeOf<TidemarkError>()
     expectTypeOf<StatefulConsumerEvents['record-skipped'][0]['error']>().toEqualTypeOf<TidemarkError>()
