@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { openLogForReading } from '../../src/cli/commands/log.js'
 import { openFileLog } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
 import { fixture, handlerModule, lines, tidemark, tidemarkWith, tree } from './helpers.js'
@@ -141,6 +142,7 @@ describe('log', () => {
         expect(await tidemark(...argv), argv.join(' ')).toEqual({ code: 1, stdout: '', stderr: `tidemark: TIDEMARK_LOG_NOT_FOUND: no file log at ${path}: ${why}\n` })
       }
     }
+    await expect(openLogForReading(join(dir, 'missing'))).rejects.toMatchObject({ code: 'TIDEMARK_LOG_NOT_FOUND', retriable: false, details: { path: join(dir, 'missing') } })
     expect(readdirSync(dir).sort()).toEqual(['empty', 'file'])
     expect(readdirSync(join(dir, 'empty'))).toEqual([])
     expect(readFileSync(file, 'utf8')).toBe('not a log')
