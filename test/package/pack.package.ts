@@ -72,6 +72,9 @@ describe('the packed package', () => {
     const pkg = JSON.parse(await readFile(join(app, 'node_modules', 'tidemark', 'package.json'), 'utf8')) as Record<string, unknown>
     expect(pkg).toMatchObject({ license: 'Apache-2.0', repository: { type: 'git' }, bugs: { url: expect.any(String) } })
     for (const entry of ['.', './kafka', './s3']) expect(Object.keys((pkg.exports as Record<string, object>)[entry]!)).toEqual(['types', 'import', 'default'])
+    expect(pkg.peerDependenciesMeta).toMatchObject({ '@aws-sdk/client-s3': { optional: true }, kafkajs: { optional: true } })
+    expect(Object.keys(pkg.dependencies as object)).not.toContain('@aws-sdk/client-s3')
+    expect(Object.keys(pkg.dependencies as object)).not.toContain('kafkajs')
   })
 
   it('installs without the optional peers (@aws-sdk/client-s3, kafkajs)', async () => {
