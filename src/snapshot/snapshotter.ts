@@ -169,6 +169,8 @@ export class Snapshotter {
   /** Successful snapshots since the last GC after a snapshot, and when that ran (undefined: not yet). */
   #sinceGc = 0
   #lastGcAt: number | undefined
+  /** Manifests this snapshotter committed: a GC listing taken before one lacks it. */
+  #commits = 0
   #inFlight: Promise<unknown> | undefined
   #closed = false
   #staleCheckpointsRemoved = false
@@ -276,6 +278,7 @@ export class Snapshotter {
   }
 
   async #collect(now: number, afterSnapshot: boolean): Promise<GcResult> {
+    const commits = this.#commits
     try {
       return await collectGarbage(this.snapshotStore, this.layout, {
         retain: this.options.retain,
@@ -284,9 +287,12 @@ export class Snapshotter {
         protect: this.#uploading,
         cache: this.#manifests,
         // The GC's listing is the snapshotter's full listing too; unless a
-        // snapshot is in flight beside it (a gc() call during one), whose
-        // manifest that listing may lack: then the next snapshot lists.
-        observe: (listing) => { this.#view = afterSnapshot || this.#inFlight === undefined ? this.#viewFromGc(listing) : undefined },
+        // snapshot ran beside it (a gc() call during one), whose manifest
+        // that listing may lack: then the next snapshot lists.
+        observe: (listing) => {
+          const current = this.#commits === commits && (afterSnapshot || this.#inFlight === undefined)
+          this.#view = current ? this.#viewFromGc(listing) : undefined
+        },
       })
     } catch (err) {
       // It may have deleted part of what the view holds.
@@ -436,6 +442,7 @@ export class Snapshotter {
       const key = this.layout.manifestKey(epoch, sequence)
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
+      this.#commits++
       // With a trusted view the ownership check, made after the upload, is
       // the object check too: a GC keeps objects whose id is above every
       // manifest, and only a newer owner (who takes the claim first, which
