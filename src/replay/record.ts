@@ -89,7 +89,7 @@ export async function claimNamespace(store: SnapshotStore, layout: SnapshotLayou
   if (foreign.length > 0) {
     throw new TidemarkError(
       'TIDEMARK_REPLAY_JOB_EXISTS',
-      `job ${layout.job} partition ${layout.partition} already has ${foreign.length} object(s) in ${store.url} (${foreign[0]!.key}, ...) and no replay record: it is no replay job, and a replay never writes into another job's snapshots; pick a new job name`,
+      `job ${layout.job} partition ${layout.partition} already has objects in ${store.url} (${foreign[0]!.key}) and no replay record: it is no replay job, and a replay never writes into another job's snapshots; pick a new job name`,
       { details: { reason: 'not-a-replay', job: layout.job, partition: layout.partition, key: foreign[0]!.key } },
     )
   }

@@ -1,6 +1,5 @@
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import { PartitionProcessor } from '../runtime/partition-processor.js'
-import type { EventHandler } from '../runtime/partition-synchronizer.js'
 import { listManifests, readValidManifests } from '../snapshot/catalog.js'
 import type { SnapshotResult } from '../snapshot/snapshotter.js'
 import { stateDigest } from '../store/digest.js'
@@ -89,7 +88,7 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
     partition,
     path: r.path,
     states: r.states,
-    handler: r.handler as unknown as EventHandler<E>,
+    handler: r.handler,
     ...(r.source.codec === undefined ? {} : { codec: r.source.codec }),
     batchSize: r.batchSize,
     replayBatchSize: r.batchSize,
@@ -121,7 +120,7 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
     r.signal?.throwIfAborted()
     if (r.output !== undefined) {
       r.onProgress?.({ phase: 'deliver', records: 0 })
-      await flushOutputs(processor)
+      await processor.flushOutputs()
     }
     const snapshot = await finalSnapshot(r, processor, snapshotErrors)
     r.onProgress?.({ phase: 'snapshot', id: snapshot.id, final: true })
@@ -168,10 +167,6 @@ async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProces
     throw new TidemarkError('TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `the final snapshot of replay job ${r.job} at ${topic}/${partition}@${position} failed; call the replay again to take it`, { cause: error })
   }
   return { id: taken.id, key: taken.key }
-}
-
-async function flushOutputs<E>(processor: PartitionProcessor<E>): Promise<void> {
-  await (processor as unknown as { flushOutputs(): Promise<void> }).flushOutputs()
 }
 
 type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown }
