@@ -79,8 +79,10 @@ interface AppendGroup {
   bytes: number
   /** By #commit: each entry's revision, or undefined for a conditional entry that lost. */
   verdicts: Array<bigint | undefined>
-  /** By #commit: entries[0..decided) are written (and flushed), or lost to entries that are. */
+  /** By #commit: entries[0..decided) are written, or lost to entries that are. */
   decided: number
+  /** By #commit: the file its last records went to, which #flush syncs after the lock is released. */
+  written: FileHandle | undefined
 }
 
 /**
@@ -113,10 +115,25 @@ export async function openFileLog(dir: string, options: FileLogOptions = {}): Pr
  *
  * Appends are committed in groups: the appends this instance receives while
  * its previous group holds the lock wait in the next group, which then costs
- * one lock acquisition, one catch-up, one write and one flush however many
- * entries it holds. A lone append is a group of one, as fast as before; a
- * thousand concurrent ones share the fixed costs, which were nearly all of
- * an append's time.
+ * one write and one flush however many entries it holds.
+ *
+ * The append lock is kept while this instance has work (groups queued, or
+ * written and being flushed), so that a writer that appends one entry after
+ * another pays no lock-file or directory work per append: it was nearly all
+ * of an append's time. It is released when the work runs out (checked one
+ * turn of the event loop later) or as soon as another writer announces that
+ * it waits (LockFile.wanted(), one stat per group); the catch-up with other
+ * processes' appends happens only when the lock is taken again.
+ *
+ * The flush (fdatasync) of a group runs after its write, outside the queue of
+ * work under the lock: the next group is written while it runs and flushes
+ * on its own, and appenders in other processes write while it runs too, so
+ * concurrent flushes of the file overlap and the file system commits them
+ * together. A caller is answered only when a flush that started after its
+ * record was written has finished. Records are written in revision order
+ * under the lock, so a flush that covers a record covers every earlier one
+ * in its segment; a segment is flushed before the next one is created, so
+ * that no acknowledged record follows an unflushed one.
  */
 export class FileLog extends AbstractRevisionedLog {
   readonly dir: string
@@ -129,6 +146,12 @@ export class FileLog extends AbstractRevisionedLog {
   #queue: Promise<unknown> = Promise.resolve()
   /** The group that new appends join: queued, and not yet judged by #commit. */
   #forming: AppendGroup | undefined
+  /** The append lock is held, and nobody else appended since our catch-up. */
+  #held = false
+  /** Work queued under the lock and not finished; with #flushes, what keeps the lock held. */
+  #busy = 0
+  /** Flushes in flight: the writer's file is closed only after they end. */
+  readonly #flushes = new Set<Promise<void>>()
 
   constructor(dir: string, options: FileLogOptions = {}) {
     super()
@@ -257,9 +280,25 @@ export class FileLog extends AbstractRevisionedLog {
   protected async _close(): Promise<void> {
     // Appends already queued finish (or fail) before the files close.
     await this.#queue.catch(() => {})
-    await this.#writer?.file.close()
-    this.#writer = undefined
+    await this.#settleFlushes()
+    if (this.#held) {
+      this.#held = false
+      await this.#lock.release().catch(() => {})
+    }
+    await this.#closeWriter()
     await this.#lock.dispose()
+  }
+
+  async #settleFlushes(): Promise<void> {
+    while (this.#flushes.size > 0) await Promise.allSettled([...this.#flushes])
+  }
+
+  async #closeWriter(): Promise<void> {
+    const writer = this.#writer
+    if (writer === undefined) return
+    this.#writer = undefined
+    await this.#settleFlushes()
+    await writer.file.close()
   }
 
   #appendRecord(data: Uint8Array, expected: bigint | undefined): Promise<bigint | undefined> {
@@ -269,8 +308,8 @@ export class FileLog extends AbstractRevisionedLog {
     const size = RECORD_HEADER_BYTES + data.byteLength
     let group = this.#forming
     if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) {
-      const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0 }
-      this.#locked(() => this.#commit(fresh)).then(() => this.#answer(fresh), (err: unknown) => this.#answer(fresh, err))
+      const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined }
+      this.#locked(() => this.#commit(fresh)).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
       // After #locked, which closes the group formed before it.
       this.#forming = group = fresh
     }
@@ -319,9 +358,12 @@ export class FileLog extends AbstractRevisionedLog {
       }
       // Only entries that lost: nothing to write, and no reason to roll.
       if (revision > base) {
+        // A roll flushes the full segment, with what this group wrote there.
+        if (full) group.written = undefined
         const writer = full ? await this.#roll(base) : await this.#writerFor(segment)
         segment = writer.segment
         await this.#writeRecords(writer, entries, verdicts, first, next, bytes)
+        group.written = writer.file
       }
       // A loser's verdict is final only now, when the winners before it that
       // made it lose are written: had their write failed, it gets the error.
@@ -346,10 +388,7 @@ export class FileLog extends AbstractRevisionedLog {
     }
     const { segment, file } = writer
     const start = segment.knownPos
-    await this.#io('append', async () => {
-      await writeAll(file, buffer, start)
-      if (this.options.sync) await file.datasync()
-    })
+    await this.#io('append', () => writeAll(file, buffer, start))
     // Only now: after a failed write the segment's known end stays where it
     // was, and the next catch-up under the lock keeps the whole records the
     // write left (its callers got the error: the outcome is unknown, as it
@@ -362,6 +401,30 @@ export class FileLog extends AbstractRevisionedLog {
       this.#learn(segment, { revision, pos, end: recordEnd })
       pos = recordEnd
     }
+  }
+
+  /**
+   * With `sync`, flushes what the group wrote (after the lock was released)
+   * and answers its callers; a failed flush fails them all: their records may
+   * or may not be on the disk, as after a failed write. After a failed
+   * commit (`error`), the entries decided before the failure are flushed and
+   * acknowledged, the rest get the error.
+   */
+  async #flush(group: AppendGroup, error?: unknown): Promise<void> {
+    const file = group.written
+    if (!this.options.sync || file === undefined || group.decided === 0) return this.#answer(group, error)
+    const flushing = this.#io('append', () => file.datasync())
+    this.#flushes.add(flushing)
+    try {
+      await flushing
+    } catch (err) {
+      group.decided = 0
+      return this.#answer(group, error ?? err)
+    } finally {
+      this.#flushes.delete(flushing)
+      this.#releaseWhenIdle()
+    }
+    this.#answer(group, error)
   }
 
   /**
@@ -388,21 +451,55 @@ export class FileLog extends AbstractRevisionedLog {
   #locked<T>(work: () => Promise<T>): Promise<T> {
     // Appends called after this work must not join a group queued before it.
     this.#forming = undefined
+    this.#busy += 1
     const run = async (): Promise<T> => {
-      this.assertOpen()
-      await this.#io('lock', () => this.#lock.acquire(this.options.lockTimeoutMs, `the file log at ${this.dir}`))
+      let failed = true
       try {
-        await this.#refresh()
-        if (this.#segments.length === 0) await this.#createSegment(0n)
-        await this.#repairTail()
-        return await work()
+        this.assertOpen()
+        if (!this.#held) {
+          await this.#io('lock', () => this.#lock.acquire(this.options.lockTimeoutMs, `the file log at ${this.dir}`))
+          this.#held = true
+          await this.#refresh()
+          if (this.#segments.length === 0) await this.#createSegment(0n)
+          await this.#repairTail()
+        }
+        const result = await work()
+        failed = false
+        return result
       } finally {
-        await this.#io('unlock', () => this.#lock.release())
+        this.#busy -= 1
+        // After a failure the next work catches up from the files again, and
+        // a waiter gets its turn now.
+        if (this.#held && (failed || (await this.#lock.wanted()))) await this.#unlock()
+        else this.#releaseWhenIdle()
       }
     }
     const result = this.#queue.then(run, run)
     this.#queue = result.catch(() => {})
     return result
+  }
+
+  async #unlock(): Promise<void> {
+    this.#held = false
+    await this.#io('unlock', () => this.#lock.release())
+  }
+
+  /**
+   * Releases the lock one turn of the event loop after the work ran out: an
+   * appender that was just answered appends its next entry before that, and
+   * keeps the lock. Queued, so that it never runs beside work under the lock.
+   */
+  #releaseWhenIdle(): void {
+    if (!this.#held || this.#busy > 0 || this.#flushes.size > 0) return
+    setImmediate(() => {
+      if (!this.#held || this.#busy > 0 || this.#flushes.size > 0) return
+      const release = this.#queue.then(async () => {
+        if (this.#held && this.#busy === 0 && this.#flushes.size === 0) await this.#unlock()
+      })
+      // A failed release leaves the lock file behind, and its holder (this
+      // live process) keeps it; the next acquisition reports it.
+      this.#queue = release.catch(() => {})
+    })
   }
 
   /** Lists the segments and scans what was appended to the last one since the last look. */
@@ -420,10 +517,7 @@ export class FileLog extends AbstractRevisionedLog {
       knownPos: SEGMENT_HEADER_BYTES,
       knownRevision: base,
     })
-    if (this.#writer !== undefined && this.#writer.segment !== this.#tailSegment()) {
-      await this.#writer.file.close()
-      this.#writer = undefined
-    }
+    if (this.#writer !== undefined && this.#writer.segment !== this.#tailSegment()) await this.#closeWriter()
     const tail = this.#tailSegment()
     if (tail === undefined) return
     // The appender's own handle saves an open and a header check per append.
@@ -463,14 +557,20 @@ export class FileLog extends AbstractRevisionedLog {
 
   async #writerFor(segment: Segment): Promise<{ segment: Segment; file: FileHandle }> {
     if (this.#writer?.segment === segment) return this.#writer
-    await this.#writer?.file.close()
-    this.#writer = undefined
+    await this.#closeWriter()
     const file = await this.#io('open', () => open(segment.path, 'r+'))
     this.#writer = { segment, file }
     return this.#writer
   }
 
   async #roll(base: bigint): Promise<{ segment: Segment; file: FileHandle }> {
+    // The full segment's records (ours, or those of a process whose flush is
+    // still running) reach the disk before any record of the next segment
+    // can be acknowledged.
+    if (this.options.sync) {
+      const full = await this.#writerFor(this.#tailSegment()!)
+      await this.#io('append', () => full.file.datasync())
+    }
     await this.#createSegment(base)
     return this.#writerFor(this.#tailSegment()!)
   }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { link, readdir, readFile, unlink, writeFile } from 'node:fs/promises'
+import { access, link, open, readdir, readFile, unlink, writeFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { TidemarkError } from '../errors.js'
@@ -21,6 +21,15 @@ import { TidemarkError } from '../errors.js'
  * cannot both delete the lock, the second one deleting the fresh lock the
  * first one took meanwhile. Holders on other hosts are never broken: their
  * liveness cannot be checked here, and waiting ends with TIDEMARK_LOG_LOCKED.
+ *
+ * A holder may keep the lock across many operations (the file log keeps it
+ * while appends keep coming, so that they cost no lock-file work). Waiting is
+ * therefore announced: a process that finds the lock taken creates
+ * `<lock>.want` (create-only, so an existing one is not written again), the
+ * holder looks for it with wanted() after each operation and releases, and
+ * whoever takes the lock next, or gives up waiting, removes it (other waiters
+ * create it again at their next attempt). One left by a waiter that died only
+ * costs the next holder one needless release.
  */
 
 interface Holder {
@@ -37,10 +46,12 @@ export class LockFile {
   readonly path: string
   readonly #me: Holder = { pid: process.pid, host, nonce: randomBytes(8).toString('hex') }
   readonly #private: string
+  readonly #want: string
   #ready = false
 
   constructor(path: string) {
     this.path = path
+    this.#want = `${path}.want`
     this.#private = `${path}.${hostTag}.${process.pid}.${this.#me.nonce}`
   }
 
@@ -48,25 +59,34 @@ export class LockFile {
   async acquire(timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs
     let delay = 0.25
+    let announced = false
     for (;;) {
-      if (await this.tryAcquire()) return
+      if (await this.tryAcquire()) {
+        if (announced) await unlink(this.#want).catch(() => {})
+        return
+      }
+      // Again at each attempt: a waiter that took the lock or gave up removed it.
+      await announce(this.#want)
+      announced = true
       const holder = await readHolder(this.path)
       if (holder !== undefined && isDead(holder)) {
         await breakLock(this.path, holder)
         continue
       }
       if (Date.now() >= deadline) {
+        await unlink(this.#want).catch(() => {})
         const who = holder === undefined ? 'an unknown process' : `pid ${holder.pid} on ${holder.host}`
         throw new TidemarkError('TIDEMARK_LOG_LOCKED', `${what} is locked by ${who} (${this.path}); waited ${timeoutMs} ms`, {
           details: { path: this.path, holder },
         })
       }
-      // The holder appends one group of records (at most a few MiB) and
-      // flushes it, usually about a millisecond, so a short jittered backoff
-      // wastes little and needs no watcher (fs.watch is unreliable on
-      // network file systems).
+      // The holder releases after the operation in progress (one group of
+      // appends, at most a few MiB) once it sees the want file, usually
+      // within a millisecond or two, so a short jittered backoff wastes
+      // little and needs no watcher (fs.watch is unreliable on network file
+      // systems).
       await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())))
-      delay = Math.min(delay * 2, 20)
+      delay = Math.min(delay * 2, 4)
     }
   }
 
@@ -97,10 +117,25 @@ export class LockFile {
     await unlink(this.path)
   }
 
+  /** Whether another process (or LockFile) is waiting for the lock: one stat, no write. */
+  async wanted(): Promise<boolean> {
+    return access(this.#want).then(() => true, () => false)
+  }
+
   /** Removes the private file; the lock must not be held. */
   async dispose(): Promise<void> {
     if (this.#ready) await unlink(this.#private).catch(() => {})
     this.#ready = false
+  }
+}
+
+/** Creates the want file unless it exists; failing to announce only makes the wait longer. */
+async function announce(path: string): Promise<void> {
+  try {
+    const handle = await open(path, 'wx')
+    await handle.close()
+  } catch {
+    // EEXIST: announced already, by us or another waiter.
   }
 }
 
