@@ -151,6 +151,18 @@ export function json(value: unknown, layout: 'indented' | 'line' = 'indented'): 
   return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), layout === 'line' ? undefined : 2)
 }
 
+/**
+ * Writes one line of a stream of records (state dump, log tail), waiting
+ * when a pipe is full: a dump of millions of entries must not pile up in
+ * memory in front of a slow reader.
+ */
+export async function writeLine(io: CliIO, text: string): Promise<void> {
+  const out = io.stdout as CliIO['stdout'] & { once?: (event: 'drain', listener: () => void) => unknown }
+  if (out.write(`${text}\n`) === false && typeof out.once === 'function') {
+    await new Promise<void>((resolve) => out.once!('drain', resolve))
+  }
+}
+
 /** Prints data: JSON with --json, else the text for people. */
 export function print(io: CliIO, asJson: boolean | undefined, value: unknown, text: () => string): void {
   io.stdout.write(asJson === true ? `${json(value)}\n` : `${text()}\n`)

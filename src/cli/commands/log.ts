@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { TidemarkError } from '../../errors.js'
 import { openFileLog, type FileLog } from '../../log/file-log.js'
-import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, need, noMore, parse, print, UsageError, type CliIO } from '../context.js'
+import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, need, noMore, parse, print, UsageError, writeLine, type CliIO } from '../context.js'
 
 const USAGE = `usage:
   tidemark log info <log-dir> [--json]
@@ -100,7 +100,7 @@ async function tail(argv: string[], io: CliIO): Promise<number> {
     let printed = 0
     if (count > 0 && start < end) {
       for await (const entry of log.read(start, { end })) {
-        io.stdout.write(values.json === true ? `${json(entryJson(entry.revision, entry.data), 'line')}\n` : `${entryText(entry.revision, entry.data)}\n`)
+        await writeLine(io, values.json === true ? json(entryJson(entry.revision, entry.data), 'line') : entryText(entry.revision, entry.data))
         if (++printed >= count) break
       }
     }

@@ -9,7 +9,7 @@ import type { Codec } from '../../store/codec.js'
 import { PartitionStore } from '../../store/partition-store.js'
 import type { StateDefinition } from '../../store/state.js'
 import {
-  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, type CliIO,
+  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, writeLine, type CliIO,
 } from '../context.js'
 import { openLogForReading } from './log.js'
 import { progressReporter } from '../progress.js'
@@ -142,8 +142,8 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
   })
 }
 
-function line(io: CliIO, record: StateRecord): void {
-  io.stdout.write(`${json(record, 'line')}\n`)
+function line(io: CliIO, record: StateRecord): Promise<void> {
+  return writeLine(io, json(record, 'line'))
 }
 
 async function get(argv: string[], io: CliIO): Promise<number> {
@@ -158,7 +158,7 @@ async function get(argv: string[], io: CliIO): Promise<number> {
   let found = 0
   await withSource(source, values, io, async (store) => {
     for await (const record of readState(store, { state, key: Buffer.from(key), ...(subKey === undefined ? {} : { subKey: Buffer.from(subKey) }) })) {
-      line(io, record)
+      await line(io, record)
       found++
     }
   })
@@ -178,7 +178,7 @@ async function dump(argv: string[], io: CliIO): Promise<number> {
     for await (const record of readState(store, {
       ...(state === undefined ? {} : { state }),
       ...(values.prefix === undefined ? {} : { prefix: Buffer.from(values.prefix) }),
-    })) line(io, record)
+    })) await line(io, record)
   })
   return EXIT.ok
 }
