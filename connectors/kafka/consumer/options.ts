@@ -118,6 +118,7 @@ export interface StatefulConsumerOptions<V = unknown> {
     sessionTimeout?: number
     rebalanceTimeout?: number
     heartbeatInterval?: number
+    /** Default 500 (CONSUMER_DEFAULTS.maxWaitTimeInMs), not kafkajs's 5000: see there. */
     maxWaitTimeInMs?: number
     maxBytesPerPartition?: number
   }
@@ -136,6 +137,14 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   onTruncated: 'fail' as const,
   onDecodeError: 'stop' as const,
   clientId: 'tidemark',
+  /**
+   * kafkajs's fetch wait (its default is 5000). kafkajs also sleeps this
+   * long when every assigned partition is paused, which is the state of a
+   * member that has just been given partitions and is restoring them: the
+   * first fetch after their resume came up to 5 s after the restore. 500 is
+   * the Java consumer's fetch.max.wait.ms.
+   */
+  maxWaitTimeInMs: 500,
 })
 
 export interface ResolvedConsumerOptions<V> {

@@ -9,7 +9,7 @@ import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/sna
 import { AssignmentHandler } from './assignments.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import { observeConsumerEvent } from './observe.js'
-import { resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
+import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
   PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
@@ -103,7 +103,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     this.options = resolveConsumerOptions(options)
     const o = this.options
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
-    this.#consumer = this.#kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: true, ...o.consumer })
+    this.#consumer = this.#kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: true, maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs, ...o.consumer })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
     this.#assignments = new AssignmentHandler<V>({
