@@ -1,0 +1,17 @@
+// Where a benchmark leaves its result line for the README scripts
+// (scripts/readme-consumer-bench.ts), so that no figure is typed by hand.
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+/** The directory of the last results: BENCH_FIGURES_DIR, or tmp/bench-figures in the checkout (git ignores tmp/). */
+export function figuresDir(): string {
+  return process.env.BENCH_FIGURES_DIR ?? join(import.meta.dirname, '..', 'tmp', 'bench-figures')
+}
+
+/** Writes `result` with the command that produced it and the date to <figuresDir>/<name>.json. */
+export function saveFigures(name: string, args: readonly string[], result: Record<string, unknown>): void {
+  const dir = figuresDir()
+  mkdirSync(dir, { recursive: true })
+  const command = ['npm run bench --', name, ...args].join(' ')
+  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify({ ...result, command, date: new Date().toISOString() }, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`)
+}

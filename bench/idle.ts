@@ -1,0 +1,126 @@
+/**
+ * Idle CPU of one process serving 32 partitions (8 topics of 4) through a
+ * StatefulConsumer (tidemark/kafka) that has caught up and has nothing to do,
+ * next to a plain kafkajs consumer of the same 32 partitions in the same run.
+ *
+ *   npm run bench -- idle [--seconds 10] [--rounds 3] [--records 100]
+ *
+ * Each round starts a plain kafkajs consumer (a new group, eachBatch doing
+ * nothing), waits until it has fetched every record, lets it settle for a
+ * second and measures this process's CPU time (process.cpuUsage(), user +
+ * system) over --seconds; then the same for a StatefulConsumer with a
+ * file-system snapshot store and the default options. Rounds alternate
+ * (raw, ours, raw, ours...), so noise lands on both sides; the figures are
+ * the medians, in percent of one core.
+ *
+ * Kafka: TIDEMARK_KAFKA_BROKERS, or librdkafka's mock started here.
+ */
+import { loadavg } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Kafka, logLevel } from 'kafkajs'
+import { StatefulConsumer } from '../connectors/kafka/index.js'
+import { FsSnapshotStore, valueState } from '../src/index.js'
+import { benchKafka, benchProducer, countingSockets, median } from './_kafka.js'
+import { saveFigures } from './_figures.js'
+import { benchDir, emit, intFlags, round } from './_util.js'
+
+const TOPICS = 8
+const PARTITIONS = [0, 1, 2, 3]
+const counts = valueState<number>('counts')
+
+/** Percent of one core this process used over `seconds`. */
+async function cpuPercent(seconds: number): Promise<number> {
+  const before = process.cpuUsage()
+  const t0 = performance.now()
+  await sleep(seconds * 1000)
+  const used = process.cpuUsage(before)
+  return ((used.user + used.system) / 1000 / (performance.now() - t0)) * 100
+}
+
+/** Resolves when `check` holds, looking every 100 ms (the consumers report progress by events this bench does not need to tie together). */
+async function until(what: string, check: () => boolean, timeoutMs = 120_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(100)
+  }
+}
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { seconds: 10, rounds: 3, records: 100 })
+  const loadAvgAtStart = loadavg().map((l) => round(l, 2))
+  const dir = benchDir('idle')
+  const kafka = benchKafka(join(dir.path, 'kafka-mock'))
+  const { producer } = await benchProducer(kafka.brokers)
+  const stamp = `${process.pid}-${Date.now().toString(36)}`
+  try {
+    const topics = Array.from({ length: TOPICS }, (_, i) => `bench-idle-${stamp}-${i}`)
+    for (const topic of topics) {
+      for (const partition of PARTITIONS) {
+        await producer.send({ topic, acks: -1, messages: Array.from({ length: opts.records }, (_, i) => ({ key: `k${i % 10}`, value: JSON.stringify({ n: i }), partition })) })
+      }
+    }
+    const total = TOPICS * PARTITIONS.length * opts.records
+    const raw: number[] = []
+    const ours: number[] = []
+    let rawSockets = 0
+    let oursSockets = 0
+    for (let r = 0; r < opts.rounds; r++) {
+      {
+        const sockets = countingSockets()
+        const consumer = new Kafka({ brokers: kafka.brokers, clientId: 'bench-raw', logLevel: logLevel.NOTHING, socketFactory: sockets.socketFactory })
+          .consumer({ groupId: `bench-idle-raw-${stamp}-${r}` })
+        let seen = 0
+        await consumer.connect()
+        await consumer.subscribe({ topics, fromBeginning: true })
+        await consumer.run({ eachBatch: async ({ batch }) => { seen += batch.messages.length } })
+        await until('the plain consumer to fetch every record', () => seen >= total)
+        await sleep(1000)
+        raw.push(await cpuPercent(opts.seconds))
+        rawSockets = Math.max(rawSockets, sockets.opened())
+        await consumer.disconnect()
+      }
+      {
+        const sockets = countingSockets()
+        const consumer = new StatefulConsumer<{ n: number }>({
+          job: `bench-idle-${stamp}-${r}`, brokers: kafka.brokers, topics, stateDir: join(dir.path, `state-${r}`), states: [counts],
+          handler: (tx, record) => { const view = tx.value(counts); view.put(record.key ?? '', (view.getSync(record.key ?? '') ?? 0) + 1) },
+          snapshots: { store: new FsSnapshotStore({ root: join(dir.path, `snapshots-${r}`) }) },
+          kafka: { socketFactory: sockets.socketFactory },
+        })
+        await consumer.start()
+        await until('the StatefulConsumer to apply every record', () => consumer.counts().applied >= total)
+        if (consumer.partitions().length !== TOPICS * PARTITIONS.length) throw new Error(`expected ${TOPICS * PARTITIONS.length} partitions, got ${consumer.partitions().length}`)
+        await sleep(1000)
+        ours.push(await cpuPercent(opts.seconds))
+        oursSockets = Math.max(oursSockets, sockets.opened())
+        await consumer.close()
+      }
+    }
+    const result = {
+      bench: 'idle',
+      idleCpuPercent: round(median(ours), 2),
+      idleCpuPercentMin: round(Math.min(...ours), 2),
+      idleCpuPercentMax: round(Math.max(...ours), 2),
+      rawIdleCpuPercent: round(median(raw), 2),
+      rawIdleCpuPercentMin: round(Math.min(...raw), 2),
+      rawIdleCpuPercentMax: round(Math.max(...raw), 2),
+      partitions: TOPICS * PARTITIONS.length,
+      kafkaConnections: oursSockets,
+      rawKafkaConnections: rawSockets,
+      seconds: opts.seconds,
+      rounds: opts.rounds,
+      kafka: kafka.kind,
+      loadAvgAtStart,
+      node: process.version,
+      all: { ours: ours.map((x) => round(x, 2)), raw: raw.map((x) => round(x, 2)) },
+    }
+    emit(result)
+    saveFigures('idle', args, result)
+  } finally {
+    await producer.disconnect().catch(() => undefined)
+    kafka.stop()
+    dir.cleanup()
+  }
+}
