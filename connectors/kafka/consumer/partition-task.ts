@@ -302,6 +302,7 @@ export class PartitionTask<V> {
         let bytes = 0
         let end = -1n
         let halt: TidemarkError | undefined
+        let duplicates = 0
         const release = store.tryHold() ?? await store.hold()
         try {
           for (; i < messages.length && events < batchSize; i++) {
@@ -337,6 +338,7 @@ export class PartitionTask<V> {
             }
             if (this.#outputs.dedupe && !this.#outputs.accept(tx, record.headers[RECORD_ID_HEADER])) {
               // Applied already (an upstream re-send): the position moves past it, nothing else.
+              duplicates++
               end = offset
               events++
               continue
@@ -376,7 +378,7 @@ export class PartitionTask<V> {
         this.metrics.committed(events, bytes, end, commitStarted)
         position = end
         last = end
-        const applied = events - skipped.length - deadLetters.length
+        const applied = events - skipped.length - deadLetters.length - duplicates
         this.counts.applied += applied
         this.counts.skipped += skipped.length
         this.counts.deadLettered += deadLetters.length
