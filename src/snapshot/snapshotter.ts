@@ -66,6 +66,16 @@ export interface SnapshotterOptions {
    * for gc(), as after any failure.
    */
   beforeCommit?: () => Promise<void>
+  /**
+   * The partition's manifests as the caller listed them right before (a
+   * processor's start: `listManifests` and `readValidManifests`), so that the
+   * first snapshot does not list them again. Used only where the view is
+   * trusted (`beforeCommit` on a store that can hold a claim); the objects
+   * that snapshot reuses are then checked with a HEAD each instead of a
+   * data listing, and the GC cadence starts at construction (no GC after
+   * the first snapshot).
+   */
+  knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
   /** Where snapshots, their failures and the events above are logged (pino-compatible); nothing is logged without one. */
   logger?: Logger
 }
@@ -113,9 +123,9 @@ export interface TakeSnapshotOptions {
   full?: boolean
 }
 
-type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger'>>>
+type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger' | 'knownManifests'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'knownManifests', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
 
 /**
  * What a snapshotter knows of the snapshot store between full listings.
@@ -203,6 +213,20 @@ export class Snapshotter {
     // A check over a store that cannot hold a claim proves nothing (the
     // consumer group's unclaimed partitions): then every snapshot lists.
     this.#trustView = this.#beforeCommit !== undefined && conditionalPut === true && compareAndSwap === true
+    const known = o.knownManifests as SnapshotterOptions['knownManifests']
+    if (known !== undefined) {
+      if (known === null || typeof known !== 'object' || !Array.isArray(known.refs) || !Array.isArray(known.valid)) {
+        throw new TypeError('knownManifests must be { refs, valid } as listManifests and readValidManifests return them')
+      }
+      if (this.#trustView) {
+        for (const { ref, manifest } of known.valid) this.#manifests.set(ref.key, manifest)
+        // Nothing of the data listing: the parent's objects are HEADed (complete is empty).
+        this.#view = { valid: [...known.valid], taken: new Set(known.refs.map((r) => r.key)), objects: new Map(), complete: new Set() }
+        // The cadence starts now rather than with a GC after the first
+        // snapshot: a start costs no listing beyond the caller's.
+        this.#lastGcAt = performance.now()
+      }
+    }
     this.#logger = checkLogger(o.logger, 'logger')
   }
 

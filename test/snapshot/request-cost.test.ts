@@ -9,6 +9,7 @@ import { S3SnapshotStore } from '../../connectors/s3/index.js'
 import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_counting-store.js'
 import type { PartitionStore} from '../../src/index.js';
 import { acquireClaim, FsSnapshotStore, restoreSnapshot, Snapshotter, type SnapshotStore } from '../../src/index.js'
+import { listManifests, readValidManifests } from '../../src/snapshot/catalog.js'
 import { collectGarbage } from '../../src/snapshot/gc.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
@@ -184,6 +185,41 @@ describe('the reduced listing is still safe', () => {
     const restored = await restoreSnapshot({ snapshotStore: a.dfs.inner, job: 'job', partition: 0, target })
     expect(restored.snapshot?.id).toBe(s4.id)
     expect(restored.skipped).toEqual([])
+    expect(await levelDigest(target)).toEqual(digest)
+  })
+})
+
+describe('a start that hands its listing on', () => {
+  it('a Snapshotter given the manifests its owner listed at start lists nothing for its first snapshot (the objects it reuses cost a HEAD each)', async () => {
+    const dir = tempDir('tidemark-cost-known-')
+    const a = await owner('fs', join(dir, 'a'), { root: join(dir, 'dfs') })
+    for (let v = 1; v <= 3; v++) {
+      await a.write(v)
+      await a.snapshotter.takeSnapshot()
+    }
+    await a.snapshotter.close()
+    // The next owner, as a processor starts: one listing, the manifests read, the claim.
+    const dfs = new CountingStore(new FsSnapshotStore({ root: join(dir, 'dfs') }))
+    const layout = new SnapshotLayout('job', 0)
+    const refs = await listManifests(dfs, layout)
+    const { valid } = await readValidManifests(dfs, layout, refs)
+    const claim = await acquireClaim({ store: dfs, job: 'job', partition: 0, takeover: 'force', minEpoch: valid[0]!.ref.epoch })
+    const before = dfs.snapshot()
+    const snapshotter = new Snapshotter({
+      snapshotStore: dfs, partitionStore: a.store, job: 'job', partition: 0, epoch: claim.epoch, beforeCommit: () => claim.check(), knownManifests: { refs, valid },
+    })
+    cleanups.push(() => snapshotter.close())
+    await a.write(4)
+    const first = await snapshotter.takeSnapshot()
+    const counts = diffCounts(dfs.snapshot(), before)
+    expect(first.gc).toBeUndefined()
+    expect(counts.list).toBe(0)
+    expect(counts.put).toBe(2)
+    expect(counts.head).toBe(1 + valid[0]!.manifest.objects.length)
+    const digest = await storeDigest(a.store)
+    const target = join(dir, 'restored')
+    const restored = await restoreSnapshot({ snapshotStore: dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.id).toBe(first.id)
     expect(await levelDigest(target)).toEqual(digest)
   })
 })
