@@ -24,11 +24,9 @@ export class UsageError extends Error {}
 /** Exit codes: documented in the README and in `tidemark --help`. */
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 })
 
-/** One command or group of subcommands, as the registry lists it. */
+/** One command or group of subcommands; its one-line summary is in the registry, so that `tidemark --help` loads no command. */
 export interface Command {
   name: string
-  /** One line for `tidemark --help`. */
-  summary: string
   /** The text of `tidemark <name> --help`; starts with the line `usage:`. */
   usage: string
   /** Runs with the arguments after the command's name; returns the exit code. */
@@ -184,10 +182,9 @@ export function positionsText(positions: readonly { topic: string; partition: nu
  * argument names the subcommand; `<group> --help` prints the group's usage,
  * and so does --help after a subcommand.
  */
-export function group(name: string, summary: string, usage: string, subcommands: Record<string, (argv: string[], io: CliIO) => Promise<number>>): Command {
+export function group(name: string, usage: string, subcommands: Record<string, (argv: string[], io: CliIO) => Promise<number>>): Command {
   return {
     name,
-    summary,
     usage,
     async run(argv, io) {
       const [sub, ...rest] = argv

@@ -33,7 +33,6 @@ function dryRunView(store: SnapshotStore): SnapshotStore {
 
 export const gc: Command = {
   name: 'gc',
-  summary: 'retention and garbage collection of a partition\'s snapshots',
   usage: USAGE,
   async run(argv: string[], io: CliIO): Promise<number> {
     const parsed = parse(argv, { ...PARTITION_OPTIONS, ...JSON_OPTION, retain: { type: 'string' }, 'grace-ms': { type: 'string' }, 'dry-run': { type: 'boolean' } })

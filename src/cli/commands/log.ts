@@ -144,4 +144,4 @@ async function stdinLines(io: CliIO): Promise<string[]> {
   return text.split('\n').map((l) => l.replace(/\r$/, '')).filter((l) => l !== '')
 }
 
-export const log = group('log', 'look at and append to an embedded file log', USAGE, { info, tail, append })
+export const log = group('log', USAGE, { info, tail, append })

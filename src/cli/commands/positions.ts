@@ -9,7 +9,6 @@ const USAGE = `usage:
 
 export const positions: Command = {
   name: 'positions',
-  summary: 'the source positions committed in a partition store',
   usage: USAGE,
   async run(argv, io) {
     const parsed = parse(argv, JSON_OPTION)

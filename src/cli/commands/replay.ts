@@ -9,7 +9,6 @@ import type { Command } from '../context.js'
  */
 export const replay: Command = {
   name: 'replay',
-  summary: 'runs a replay job over a fixed offset range into a new job',
   usage: REPLAY_USAGE,
   run: (argv, io) => runReplayCommand(argv, io),
 }

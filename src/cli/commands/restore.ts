@@ -13,7 +13,6 @@ const USAGE = `usage:
 
 export const restore: Command = {
   name: 'restore',
-  summary: 'restores a partition store from a snapshot',
   usage: USAGE,
   async run(argv, io) {
     const parsed = parse(argv, {

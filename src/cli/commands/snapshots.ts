@@ -115,4 +115,4 @@ function reportText(r: VerifyReport): string {
   return [`FAILED  ${r.id}: ${r.problems.length} problem${r.problems.length === 1 ? '' : 's'}`, ...r.problems.map((p) => `  ${p.reason}: ${p.message}`)].join('\n')
 }
 
-export const snapshots = group('snapshots', 'list, show and verify a partition\'s snapshots', USAGE, { list, show, verify })
+export const snapshots = group('snapshots', USAGE, { list, show, verify })

@@ -183,4 +183,4 @@ async function dump(argv: string[], io: CliIO): Promise<number> {
   return EXIT.ok
 }
 
-export const state = group('state', 'read the keyed state of a store directory, or of a snapshot at an offset', USAGE, { get, dump })
+export const state = group('state', USAGE, { get, dump })
