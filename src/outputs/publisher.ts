@@ -144,9 +144,9 @@ export class OutboxPublisher {
         return
       }
       if (batch.length === 0) {
-        if (this.#records !== 0) {
-          // The count drifted (a store restored under us would be a new
-          // publisher): the outbox is what it is.
+        if (this.#records !== 0 && !this.#pending) {
+          // The outbox is empty and nothing committed since the scan began
+          // (that would have set #pending): a count that drifted is reset.
           this.#records = 0
           this.#bytes = 0
           this.#checkFull()
