@@ -18,7 +18,12 @@ import {
 export interface FileLogOptions {
   /** A segment that reached this size is closed and appends go to a new one. Truncation drops whole segments. */
   segmentBytes?: number
-  /** Flush every append to the disk (fdatasync) before acknowledging it. Turning it off survives process crashes, not power loss. */
+  /**
+   * Flush every append to the disk (fdatasync) before acknowledging it
+   * (default true); concurrent appends, of this process and of others, share
+   * flushes. `sync: false` acknowledges once the bytes are written: that
+   * survives a crash of the process, not a power loss.
+   */
   sync?: boolean
   /** How long an append waits for another process's append lock before failing with TIDEMARK_LOG_LOCKED. */
   lockTimeoutMs?: number
