@@ -10,7 +10,7 @@
  * handoffMs runs from the revocation (X's GROUP_JOIN, the first moment
  * kafkajs tells the old owner) to the first commit by Y of a record that X
  * had not committed. Before each hand-off X has applied a burst of --burst
- * records per partition since the partition's previous snapshot; a trickle of
+ * records (100 bytes each) per partition since the partition's previous snapshot; a trickle of
  * records to every partition goes on all along, so there is always a record
  * to process. Y then leaves (close(): its hand-off snapshots take the
  * partitions back to X) and the next round begins.
@@ -267,8 +267,11 @@ export async function run(args: string[]): Promise<void> {
           for (let i = 0; i < opts.burst; i += 250) {
             const messages = []
             for (let j = i; j < Math.min(opts.burst, i + 250); j++) {
+              // Small values: librdkafka's mock keeps only a few MiB per
+              // partition, and the round without a hand-off snapshot must
+              // replay everything since the previous snapshot from the log.
               const k = Math.floor(next() * keys)
-              messages.push({ key: keyOf(k), value: value(k, version) })
+              messages.push({ key: keyOf(k), value: value(k, version).subarray(0, 100) })
             }
             await send(partition, messages)
           }
