@@ -3,7 +3,7 @@
  * StatefulConsumer (tidemark/kafka) that has caught up and has nothing to do,
  * next to a plain kafkajs consumer of the same 32 partitions in the same run.
  *
- *   npm run bench -- idle [--seconds 10] [--rounds 3] [--records 100]
+ *   npm run bench -- idle [--seconds 10] [--rounds 3] [--records 100] [--max-wait-ms N]
  *
  * Each round starts a plain kafkajs consumer (a new group, eachBatch doing
  * nothing), waits until it has fetched every record, lets it settle for a
@@ -48,7 +48,9 @@ async function until(what: string, check: () => boolean, timeoutMs = 120_000): P
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { seconds: 10, rounds: 3, records: 100 })
+  const opts = intFlags(args, { seconds: 10, rounds: 3, records: 100, 'max-wait-ms': 0 })
+  // 0: each side's default fetch wait (kafkajs 5000 ms, StatefulConsumer 500 ms); else this one on both sides.
+  const maxWait = opts['max-wait-ms'] === 0 ? {} : { maxWaitTimeInMs: opts['max-wait-ms'] }
   const loadAvgAtStart = loadavg().map((l) => round(l, 2))
   const dir = benchDir('idle')
   const kafka = benchKafka(join(dir.path, 'kafka-mock'))
@@ -70,7 +72,7 @@ export async function run(args: string[]): Promise<void> {
       {
         const sockets = countingSockets()
         const consumer = new Kafka({ brokers: kafka.brokers, clientId: 'bench-raw', logLevel: logLevel.NOTHING, socketFactory: sockets.socketFactory })
-          .consumer({ groupId: `bench-idle-raw-${stamp}-${r}` })
+          .consumer({ groupId: `bench-idle-raw-${stamp}-${r}`, ...maxWait })
         let seen = 0
         await consumer.connect()
         await consumer.subscribe({ topics, fromBeginning: true })
@@ -87,6 +89,7 @@ export async function run(args: string[]): Promise<void> {
           job: `bench-idle-${stamp}-${r}`, brokers: kafka.brokers, topics, stateDir: join(dir.path, `state-${r}`), states: [counts],
           handler: (tx, record) => { const view = tx.value(counts); view.put(record.key ?? '', (view.getSync(record.key ?? '') ?? 0) + 1) },
           snapshots: { store: new FsSnapshotStore({ root: join(dir.path, `snapshots-${r}`) }) },
+          consumer: maxWait,
           kafka: { socketFactory: sockets.socketFactory },
         })
         await consumer.start()
@@ -110,6 +113,7 @@ export async function run(args: string[]): Promise<void> {
       kafkaConnections: oursSockets,
       rawKafkaConnections: rawSockets,
       seconds: opts.seconds,
+      maxWaitTimeInMs: opts['max-wait-ms'] === 0 ? 'defaults' : opts['max-wait-ms'],
       rounds: opts.rounds,
       kafka: kafka.kind,
       loadAvgAtStart,
