@@ -91,7 +91,9 @@ export class PartitionOutputs {
     handler: (tx: Transaction, event: E, context: C & EmitContext) => void | Promise<void>,
     idOf: (event: E) => unknown,
   ): (tx: Transaction, event: E, context: C) => void | Promise<void> {
-    if (!this.enabled) return handler as (tx: Transaction, event: E, context: C) => void | Promise<void>
+    // Without outputs the context still has an emit, one that says what is
+    // missing (a bare "ctx.emit is not a function" names nothing to fix).
+    if (!this.enabled) return (tx, event, context) => handler(tx, event, { ...context, emit: emitWithoutOutputs })
     return (tx, event, context) => {
       if (this.dedupe && !this.accept(tx, idOf(event))) return undefined
       const scope = new EmitScope(this, tx, context.offset)
@@ -101,7 +103,7 @@ export class PartitionOutputs {
 
   /** @internal Puts one record into the outbox of `tx`; returns its id. */
   put(tx: Transaction, offset: bigint, index: number, record: OutputRecord): string {
-    if (this.#o.outputs === undefined) throw new TypeError('emit() needs options.outputs (a sink): this job was configured without outputs')
+    if (this.#o.outputs === undefined) emitWithoutOutputs()
     const id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
     const bytes = encodeOutboxRecord(checkRecord(record, id))
     tx.value(OUTBOX_STATE).put(outboxKey(this.#o.topic, this.#o.partition, offset, index), bytes)
@@ -170,6 +172,10 @@ export class PartitionOutputs {
   async close(): Promise<void> {
     await this.#publisher?.close()
   }
+}
+
+function emitWithoutOutputs(): never {
+  throw new TypeError('ctx.emit(): options.outputs is not set; emit needs outputs: { sink } in the job\'s options (docs/outputs.md)')
 }
 
 /** The emit of one event: ids are (job, source partition, offset, index) with index counting this event's emits. */

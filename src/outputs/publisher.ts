@@ -42,6 +42,14 @@ export class OutboxPublisher {
   readonly #roomWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
   readonly #emptyWaiters = new Set<() => void>()
   readonly #stop = new AbortController()
+  /**
+   * The last key this publisher deleted: the next scan starts after it.
+   * A scan from the start would walk every tombstone the deletes left (until
+   * LevelDB compacts them), which made each batch slower the longer delivery
+   * ran. Safe because outbox keys only grow while one publisher runs: a
+   * commit's keys are (offset, index) of events after the committed position.
+   */
+  #after: Uint8Array | undefined
 
   constructor(options: OutboxPublisherOptions) {
     this.#store = options.store
@@ -188,6 +196,7 @@ export class OutboxPublisher {
         this.#storeFailed(error)
         return
       }
+      this.#after = batch.at(-1)!.key
       let bytes = 0
       for (const b of batch) bytes += b.bytes
       this.#records = Math.max(0, this.#records - batch.length)
@@ -199,7 +208,7 @@ export class OutboxPublisher {
 
   async #read(): Promise<Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>> {
     const out: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }> = []
-    for await (const [key, value] of this.#store.transaction().value(OUTBOX_STATE).entries({ limit: this.#o.maxBatchRecords })) {
+    for await (const [key, value] of this.#store.transaction().value(OUTBOX_STATE).entries({ limit: this.#o.maxBatchRecords, ...(this.#after === undefined ? {} : { gt: this.#after }) })) {
       out.push({ key, bytes: value.byteLength, record: decodeOutboxRecord(value) })
     }
     return out

@@ -1,0 +1,178 @@
+/**
+ * Exactly-once outputs (docs/outputs.md), two ratios, each from interleaved
+ * (raw, ours) pairs with the median per-pair ratio and its min/max:
+ *
+ * - emitRatio: events/s of a PartitionProcessor word count on a file log
+ *   that emits one record per event (`outputs` with a fileLogSink, delivery
+ *   running in the background as it would), ÷ the same job without
+ *   `outputs` and without emitting. Both time catchUp() to the end of the
+ *   log in a fresh store; emitDeliveredRatio also waits for the outbox to
+ *   drain (flushOutputs()).
+ * - deliveryRatio: records/s of the outbox publisher delivering a filled
+ *   outbox to Kafka through kafkaSink, ÷ a plain kafkajs producer (the
+ *   sink's producer settings) sending the same records (same keys, values
+ *   and tidemark-id headers) in sendBatch calls of the same size
+ *   (maxBatchRecords), one after the other. The outbox is filled while the
+ *   sink is held shut; the clock starts when it opens and stops when
+ *   flushOutputs() resolves. Each side gets a fresh topic per round.
+ *
+ * Kafka: TIDEMARK_KAFKA_BROKERS, else librdkafka's mock cluster (bench/_kafka.ts).
+ * Flags: --events (emit side), --records (delivery side), --rounds, --keys,
+ * --batch (events per commit), --maxBatch (records per send).
+ */
+import { join } from 'node:path'
+import { Partitioners, type Message } from 'kafkajs'
+import { fileLogSink, formatRecordId, openFileLog, PartitionProcessor, RECORD_ID_HEADER, valueState, type FileLog, type OutboxRecord, type OutputSink } from '../src/index.js'
+import { kafkaSink } from '../connectors/kafka/index.js'
+import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
+import { benchKafka, benchProducer } from './_kafka.js'
+
+interface Line { word: string }
+const counts = valueState<number>('counts')
+const JOB = 'bench-outputs'
+const SOURCE = 'lines'
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { events: 200_000, records: 50_000, rounds: 6, keys: 1000, batch: 1000, maxBatch: 500 })
+  const loadAvgAtStart = loadAvg()
+  const began = performance.now()
+  const progress = (what: string): void => { process.stderr.write(`[outputs +${((performance.now() - began) / 1000).toFixed(1)}s] ${what}\n`) }
+  const dir = benchDir('outputs')
+  const kafka = benchKafka(join(dir.path, 'kafka-mock'))
+  const { kafka: client, producer: setupProducer } = await benchProducer(kafka.brokers)
+  await setupProducer.disconnect()
+  try {
+    const wordOf = (i: number): string => `w-${(Math.imul(i, 2654435761) >>> 0) % opts.keys}`
+    const fill = async (log: FileLog, n: number): Promise<void> => {
+      for (let i = 0; i < n; i += 10_000) {
+        await Promise.all(Array.from({ length: Math.min(10_000, n - i) }, (_, j) => log.append(Buffer.from(JSON.stringify({ word: wordOf(i + j) })))))
+      }
+    }
+    const source = await openFileLog(join(dir.path, 'source'), { sync: false })
+    await fill(source, Math.max(opts.events, opts.records))
+
+    let stores = 0
+    const processor = (emitTo: OutputSink | undefined, maxOutboxRecords?: number): PartitionProcessor<Line> => new PartitionProcessor<Line>({
+      job: JOB, topic: SOURCE, partition: 0, log: source, path: join(dir.path, `store-${stores++}`), states: [counts], batchSize: opts.batch,
+      ...(emitTo === undefined ? {} : { outputs: { sink: emitTo, maxBatchRecords: opts.maxBatch, ...(maxOutboxRecords === undefined ? {} : { maxOutboxRecords }) } }),
+      handler: emitTo === undefined
+        ? (tx, line) => {
+            const view = tx.value(counts)
+            view.put(line.word, (view.getSync(line.word) ?? 0) + 1)
+          }
+        : (tx, line, ctx) => {
+            const view = tx.value(counts)
+            const count = (view.getSync(line.word) ?? 0) + 1
+            view.put(line.word, count)
+            ctx.emit({ topic: 'counts', key: line.word, value: String(count) })
+          },
+    })
+
+    // --- emitRatio: the same word count with and without emitting.
+    let emitSinks = 0
+    const drainSeconds: number[] = []
+    const deliveredPerSec: number[] = []
+    const processEvents = async (withEmit: boolean): Promise<number> => {
+      const sink = withEmit ? fileLogSink({ dir: join(dir.path, `emitted-${emitSinks++}`), fileLog: { sync: false } }) : undefined
+      const p = processor(sink)
+      await p.start()
+      const t0 = performance.now()
+      await p.catchUp({ end: BigInt(opts.events) })
+      const seconds = (performance.now() - t0) / 1000
+      if (withEmit) {
+        await p.flushOutputs()
+        const total = (performance.now() - t0) / 1000
+        drainSeconds.push(total - seconds)
+        deliveredPerSec.push(opts.events / total)
+      }
+      await p.close()
+      await sink?.close()
+      return opts.events / seconds
+    }
+    progress(`emit: ${opts.rounds} pairs of ${opts.events} events`)
+    const emitting = await interleaved(opts.rounds, () => processEvents(false), () => processEvents(true), (raw, ours) => ours / raw)
+    const emitDelivered = deliveredPerSec.map((d, r) => d / emitting.raw[r]!)
+
+    // --- deliveryRatio: outbox → kafkaSink vs a plain producer, the same records.
+    // Created on first use (the mock refuses admin createTopics; it makes 4 partitions).
+    const freshTopic = (side: string, r: number): string => {
+      const topic = `bench-outputs-${side}-${r}-${process.pid}-${Date.now().toString(36)}`
+      return topic
+    }
+    // The records the outbox holds after `records` events: the same bytes, ids included.
+    const plainMessages = (): Message[] => {
+      const seen = new Map<string, number>()
+      return Array.from({ length: opts.records }, (_, i) => {
+        const word = wordOf(i)
+        const count = (seen.get(word) ?? 0) + 1
+        seen.set(word, count)
+        const id = formatRecordId({ job: JOB, topic: SOURCE, partition: 0, offset: BigInt(i), index: 0 })
+        return { key: Buffer.from(word), value: Buffer.from(String(count)), headers: { [RECORD_ID_HEADER]: Buffer.from(id) } }
+      })
+    }
+    const messages = plainMessages()
+    // kafkaSink's producer: not idempotent, one request in flight, the default partitioner.
+    const plain = client.producer({ allowAutoTopicCreation: true, idempotent: false, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner })
+    await plain.connect()
+    const sink = kafkaSink({ brokers: kafka.brokers })
+    const rawSend = async (r: number): Promise<number> => {
+      const topic = freshTopic('raw', r)
+      const t0 = performance.now()
+      for (let i = 0; i < messages.length; i += opts.maxBatch) {
+        await plain.sendBatch({ acks: -1, topicMessages: [{ topic, messages: messages.slice(i, i + opts.maxBatch) }] })
+      }
+      return opts.records / ((performance.now() - t0) / 1000)
+    }
+    const sinkShares: number[] = []
+    const outboxSend = async (r: number): Promise<number> => {
+      const topic = freshTopic('outbox', r)
+      let inSink = 0
+      // Held shut while the outbox fills, then opened: only delivery is timed.
+      let open!: () => void
+      const opened = new Promise<void>((resolve) => { open = resolve })
+      const held: OutputSink = {
+        name: sink.name,
+        send: async (records: readonly OutboxRecord[]) => { await opened; const t = performance.now(); await sink.send(records.map((rec) => ({ ...rec, topic }))); inSink += performance.now() - t },
+        close: async () => undefined,
+      }
+      const p = processor(held, opts.records + 1)
+      await p.start()
+      await p.catchUp({ end: BigInt(opts.records) })
+      const t0 = performance.now()
+      open()
+      await p.flushOutputs()
+      const seconds = (performance.now() - t0) / 1000
+      sinkShares.push(inSink / 1000 / seconds)
+      await p.close()
+      return opts.records / seconds
+    }
+    // One warm-up send each (connections, metadata) before the timed rounds.
+    await rawSend(-1)
+    progress(`delivery: ${opts.rounds} pairs of ${opts.records} records`)
+    const delivery = await interleaved(opts.rounds, rawSend, outboxSend, (raw, ours) => ours / raw)
+    await plain.disconnect()
+    await sink.close()
+
+    emit({
+      bench: 'outputs',
+      emitRatio: emitting.ratio, emitRatioMin: emitting.ratioMin, emitRatioMax: emitting.ratioMax, emitRatios: emitting.ratios,
+      emitPerSec: Math.round(median(emitting.measured)),
+      emitRaw: 'the same PartitionProcessor word count without outputs and without emit',
+      emitRawPerSec: Math.round(median(emitting.raw)),
+      emitSink: 'fileLogSink (sync: false), delivering in the background',
+      ...prefixed('emitDeliveredRatio', pairedRatio(emitDelivered)),
+      emitDrainMs: Math.round(median(drainSeconds) * 1000),
+      deliveryRatio: delivery.ratio, deliveryRatioMin: delivery.ratioMin, deliveryRatioMax: delivery.ratioMax, deliveryRatios: delivery.ratios,
+      deliveredPerSec: Math.round(median(delivery.measured)),
+      deliverySinkShare: round(median(sinkShares)),
+      deliveryRaw: `a plain kafkajs producer (idempotent: false, maxInFlightRequests: 1, acks: -1), the same records in sendBatch calls of ${opts.maxBatch}, one after the other`,
+      deliveryRawPerSec: Math.round(median(delivery.raw)),
+      rounds: opts.rounds, events: opts.events, records: opts.records, keys: opts.keys, batch: opts.batch, maxBatchRecords: opts.maxBatch,
+      kafka: kafka.kind, loadAvgAtStart, node: process.version,
+    })
+  } finally {
+    kafka.stop()
+    dir.cleanup()
+  }
+}
+

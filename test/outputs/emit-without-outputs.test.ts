@@ -1,0 +1,52 @@
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer } from '../../connectors/kafka/index.js'
+import { PartitionProcessor } from '../../src/index.js'
+import { consumerOptions, openProducer, produceWords, type WordEvent } from '../kafka-consumer/fixture.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { counts, wordLog } from './fixtures.js'
+
+const NOT_SET = /options\.outputs is not set/
+
+/** The error a handler's ctx.emit() threw, from the TIDEMARK_HANDLER_FAILED that carries it. */
+function emitError(error: unknown): unknown {
+  expect(error).toMatchObject({ code: 'TIDEMARK_HANDLER_FAILED' })
+  return (error as { cause: unknown }).cause
+}
+
+describe('ctx.emit without options.outputs', () => {
+  it('PartitionProcessor: a TypeError saying options.outputs is not set, with dedupe off and on', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 10)
+    for (const dedupe of ['off', 'tidemark-ids'] as const) {
+      const p = new PartitionProcessor<{ word: string }>({
+        job: 'no-outputs', topic: 'words', partition: 0, log, path: join(dir, dedupe), states: [counts], dedupe,
+        handler: (_tx, { word }, ctx) => { ctx.emit({ topic: 'counts', key: word, value: '1' }) },
+      })
+      await p.start()
+      const error = emitError(await p.catchUp().then(() => undefined, (e: unknown) => e))
+      expect(error).toBeInstanceOf(TypeError)
+      expect((error as Error).message).toMatch(NOT_SET)
+      await p.close()
+    }
+    await log.close()
+  })
+
+  it('StatefulConsumer: the partition fails with a TypeError saying options.outputs is not set', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('emit-no-outputs')
+    await produceWords(producer, topic, [0], 1)
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir() }, {
+      handler: (_tx, record, ctx) => { ctx.emit({ topic: 'counts', key: record.key, value: '1' }) },
+    }))
+    onTestFinished(async () => { await consumer.close() })
+    const failed = new Promise<unknown>((resolve) => consumer.on('partition-failed', (f) => resolve(f.error)))
+    await consumer.start()
+    const error = emitError(await failed)
+    expect(error).toBeInstanceOf(TypeError)
+    expect((error as Error).message).toMatch(NOT_SET)
+  })
+})
