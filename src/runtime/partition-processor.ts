@@ -23,7 +23,7 @@ import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
 
 export interface SnapshotSettings
-  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes'> {
+  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs'> {
   /** Where snapshots go and come from. */
   store: SnapshotStore
   /** When to snapshot (time, events, bytes committed since the last one). */
