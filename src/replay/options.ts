@@ -6,6 +6,7 @@ import type { Progress } from '../runtime/progress.js'
 import type { Codec } from '../store/codec.js'
 import type { StateDefinition } from '../store/state.js'
 import type { Transaction } from '../store/transaction.js'
+import { RESERVED_STATE_NAMES } from '../outputs/states.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
 
 /** What a replay's handler gets: the event's source position and, with an output, emit(). */
@@ -126,6 +127,11 @@ export interface ResolvedReplay<E> {
 
 const KNOWN = ['job', 'source', 'start', 'handler', 'states', 'output', 'path', 'snapshots', 'fingerprint', 'batchSize', 'checkpoints', 'onProgress', 'signal']
 const MAX_OFFSET = (1n << 63n) - 2n
+// The store's position refuses longer topics and larger partitions
+// (src/store/position.ts); checked here so a first call fails before it
+// writes its record, not after (which would burn the job name).
+const MAX_TOPIC_BYTES = 1024
+const MAX_PARTITION = 2 ** 32 - 1
 const SNAPSHOT_ID = /^\d{10}-\d{12}$/
 
 /** Checks every option once; caller mistakes are TypeError/RangeError naming the option. */
@@ -136,13 +142,18 @@ export function resolveReplayOptions<E>(options: ReplayJobOptions<E>): ResolvedR
   }
   const job = nonEmpty(o.job, 'options.job')
   const snapshots = snapshotStore(o.snapshots, 'options.snapshots')
+  // The replay takes its partition's claim in this store (ownership).
+  if (snapshots.capabilities?.conditionalPut !== true || snapshots.capabilities.compareAndSwap !== true) {
+    throw new RangeError(`options.snapshots (${snapshots.url}) cannot hold the replay's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap`)
+  }
 
   const s = object(o.source, 'options.source') as unknown as ReplaySource<E>
   if (s.log === null || typeof s.log !== 'object' || typeof s.log.readBatches !== 'function' || typeof s.log.tail !== 'function') {
     throw new TypeError('options.source.log must be a RevisionedLog (openFileLog(), or openKafkaLog() from tidemark/kafka)')
   }
   const topic = nonEmpty(s.topic, 'options.source.topic')
-  if (!Number.isSafeInteger(s.partition) || s.partition < 0) throw new RangeError(`options.source.partition must be a non-negative integer, got ${String(s.partition)}`)
+  if (Buffer.byteLength(topic) > MAX_TOPIC_BYTES) throw new RangeError(`options.source.topic must be at most ${MAX_TOPIC_BYTES} bytes (UTF-8), got ${Buffer.byteLength(topic)} bytes`)
+  if (!Number.isSafeInteger(s.partition) || s.partition < 0 || s.partition > MAX_PARTITION) throw new RangeError(`options.source.partition must be an integer from 0 to 2^32-1, got ${String(s.partition)}`)
   const to = offset(s.to, 'options.source.to')
   const from = s.from === undefined ? undefined : offset(s.from, 'options.source.from')
   if (from !== undefined && from > to) throw new RangeError(`options.source.from (${from}) must not be after options.source.to (${to})`)
@@ -157,6 +168,14 @@ export function resolveReplayOptions<E>(options: ReplayJobOptions<E>): ResolvedR
     if (def === null || typeof def !== 'object' || (def.kind !== 'value' && def.kind !== 'map') || typeof def.name !== 'string') {
       throw new TypeError(`options.states[${i}] must be a state definition made by valueState() or mapState()`)
     }
+  }
+  // What the store and the outputs refuse on open, refused before anything is written.
+  const seen = new Map<string, number>()
+  for (const [i, def] of o.states.entries()) {
+    const first = seen.get(def.name)
+    if (first !== undefined) throw new RangeError(`options.states[${i}]: state ${JSON.stringify(def.name)} is listed twice (also options.states[${first}])`)
+    seen.set(def.name, i)
+    if (o.output !== undefined && RESERVED_STATE_NAMES.includes(def.name)) throw new RangeError(`options.states[${i}]: state name ${JSON.stringify(def.name)} is reserved for Tidemark's outbox and dedupe`)
   }
   if (o.output !== undefined && (o.output === null || typeof o.output !== 'object' || typeof o.output.send !== 'function' || typeof o.output.name !== 'string')) {
     throw new TypeError('options.output must be an OutputSink (fileLogSink(), or kafkaSink() from tidemark/kafka)')
@@ -205,7 +224,7 @@ function resolveStart(value: unknown, snapshots: SnapshotStore, from: bigint | u
   const store = v.store === undefined ? snapshots : snapshotStore(v.store, 'options.start.store')
   if ('snapshot' in v) {
     if (typeof v.snapshot !== 'string' || !SNAPSHOT_ID.test(v.snapshot)) throw new RangeError(`options.start.snapshot must be a snapshot id like 0000000001-000000000042, got ${JSON.stringify(v.snapshot)}`)
-    const job = nonEmpty(v.job, 'options.start.job')
+    const job = startJob(v.job)
     if ('offset' in v) throw new TypeError('options.start takes either snapshot or offset, not both')
     return { kind: 'snapshot', job, store, snapshot: v.snapshot }
   }
@@ -213,21 +232,28 @@ function resolveStart(value: unknown, snapshots: SnapshotStore, from: bigint | u
     const at = offset(v.offset, 'options.start.offset')
     if (at >= to) throw new RangeError(`options.start.offset (${at}) must be before options.source.to (${to}): the range starts after it`)
     if (from !== undefined && from !== at + 1n) throw new RangeError(`options.source.from (${from}) must be options.start.offset + 1 (${at + 1n}), or left out`)
-    const job = v.job === undefined ? undefined : nonEmpty(v.job, 'options.start.job')
+    const job = v.job === undefined ? undefined : startJob(v.job)
     return { kind: 'offset', job, store, offset: at }
   }
   throw new TypeError('options.start must be \'empty\', { snapshot, job, store? } or { offset, job?, store? }')
 }
 
-function layoutOf(job: string, partition: number): SnapshotLayout {
+function layoutOf(job: string, partition: number, name = 'options.job'): SnapshotLayout {
   try {
     return new SnapshotLayout(job, partition)
   } catch (err) {
     // The layout names 'job'; the caller passed options.job.
-    if (err instanceof TypeError) throw new TypeError(`options.job: ${err.message}`, { cause: err })
-    if (err instanceof RangeError) throw new RangeError(`options.job: ${err.message}`, { cause: err })
+    if (err instanceof TypeError) throw new TypeError(`${name}: ${err.message}`, { cause: err })
+    if (err instanceof RangeError) throw new RangeError(`${name}: ${err.message}`, { cause: err })
     throw err
   }
+}
+
+/** The start's job is read as a namespace (seed.ts), after the replay's record is written: checked as one here. */
+function startJob(value: unknown): string {
+  const job = nonEmpty(value, 'options.start.job')
+  layoutOf(job, 0, 'options.start.job')
+  return job
 }
 
 function object(value: unknown, name: string): Record<string, unknown> {

@@ -49,6 +49,8 @@ export interface ReplayResult {
  */
 export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<ReplayResult> {
   const r = resolveReplayOptions(options)
+  // An already aborted signal stops the call before anything is written.
+  r.signal?.throwIfAborted()
   const record = replayRecord(r)
   const { topic, partition, to, log } = r.source
   const report = (message: string): void => r.onProgress?.({ phase: 'prepare', message })

@@ -1,4 +1,4 @@
-import { mkdir, rm } from 'node:fs/promises'
+import { mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
@@ -174,6 +174,35 @@ describe('replayJob', () => {
       expect(err, JSON.stringify(options, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v))).toBeInstanceOf(type)
       expect((err as Error).message).toMatch(message)
     }
+    await log.close()
+  })
+
+  it('a mistake the store or the outputs would refuse later is refused before anything is written: the corrected call is a first call', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, 10)
+    const snapshots = await store(join(root, 'snapshots'))
+    const plain = await store(join(root, 'snapshots'))
+    Object.defineProperty(plain, 'capabilities', { value: Object.freeze({ conditionalPut: false, compareAndSwap: false }) })
+    const base = { job: 'fixed', source: { log, topic: TOPIC, partition: 0, to: 5n }, start: 'empty' as const, handler: stateOnly, states, path: join(root, 'r'), snapshots }
+    const cases: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [{ ...base, states: [...states, ...states] }, RangeError, /options\.states\[1\].*twice/],
+      [{ ...base, source: { ...base.source, topic: 'x'.repeat(1025) } }, RangeError, /options\.source\.topic.*1024 bytes/],
+      [{ ...base, source: { ...base.source, partition: 2 ** 32 } }, RangeError, /options\.source\.partition/],
+      [{ ...base, start: { offset: 2n, job: 'a/b' } }, RangeError, /options\.start\.job/],
+      [{ ...base, states: [...states, { ...states[0]!, name: 'tidemark.outbox' }], output: fileLogSink({ dir: join(root, 'out') }) }, RangeError, /options\.states\[1\].*reserved/],
+      [{ ...base, snapshots: plain }, RangeError, /options\.snapshots.*conditionalPut/],
+    ]
+    for (const [options, type, message] of cases) {
+      const err = await replayJob(options as ReplayJobOptions<Sale>).catch((e: unknown) => e)
+      expect(err, String((err as Error).message)).toBeInstanceOf(type)
+      expect((err as Error).message).toMatch(message)
+    }
+    const reason = new Error('stopped before it began')
+    await expect(replayJob({ ...base, signal: AbortSignal.abort(reason) })).rejects.toBe(reason)
+    expect(await readdir(join(root, 'snapshots')).catch(() => [])).toEqual([])
+    const result = await replayJob(base)
+    expect(result.source).toBe('new')
+    expect(result.events).toBe(6)
     await log.close()
   })
 })
