@@ -5,9 +5,10 @@
 // files given as arguments), so that no figure in the README is typed by hand.
 //
 //   npm run bench -- rebalance && npm run bench -- idle && npm run readme:consumer-bench
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { writeReadmeBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 const START = '<!-- consumer-bench:start -->'
@@ -85,13 +86,4 @@ const block = [
   END,
 ].join('\n')
 
-const readmePath = join(ROOT, 'README.md')
-const readme = readFileSync(readmePath, 'utf8')
-const start = readme.indexOf(START)
-const end = readme.indexOf(END)
-if (start === -1 || end === -1 || end < start) {
-  console.error(`README.md has no ${START} ... ${END} block`)
-  process.exit(2)
-}
-writeFileSync(readmePath, readme.slice(0, start) + block + readme.slice(end + END.length))
-console.log(`README.md: consumer-group bench figures from ${files.join(', ')}`)
+writeReadmeBlock(START, END, block, `consumer-group bench figures from ${files.join(', ')}`)

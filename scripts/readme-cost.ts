@@ -5,9 +5,10 @@
 // in the README is typed by hand.
 //
 //   npm run bench -- requests && npm run readme:cost
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { writeReadmeBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 const START = '<!-- cost:start -->'
@@ -112,13 +113,4 @@ const block = [
   END,
 ].join('\n')
 
-const readmePath = join(ROOT, 'README.md')
-const readme = readFileSync(readmePath, 'utf8')
-const from = readme.indexOf(START)
-const to = readme.indexOf(END)
-if (from === -1 || to === -1 || to < from) {
-  console.error(`README.md has no ${START} ... ${END} block`)
-  process.exit(2)
-}
-writeFileSync(readmePath, readme.slice(0, from) + block + readme.slice(to + END.length))
-console.log(`README.md: cost table written from ${file}`)
+writeReadmeBlock(START, END, block, `cost table written from ${file}`)
