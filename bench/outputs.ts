@@ -15,6 +15,8 @@
  *   (maxBatchRecords), one after the other. The outbox is filled while the
  *   sink is held shut; the clock starts when it opens and stops when
  *   flushOutputs() resolves. Each side gets a fresh topic per round.
+ *   deliverySinkShare: the part of the delivery time spent inside the sink's
+ *   send (the rest is the outbox scan, decoding and the delete commit).
  *
  * Kafka: TIDEMARK_KAFKA_BROKERS, else librdkafka's mock cluster (bench/_kafka.ts).
  * Flags: --events (emit side), --records (delivery side), --rounds, --keys,
