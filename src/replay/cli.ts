@@ -11,10 +11,10 @@ import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { isTidemarkError } from '../errors.js'
+import { openLogForReading } from '../cli/commands/log.js'
+import { isTidemarkError, TidemarkError } from '../errors.js'
 import { openSnapshotStore } from '../dfs/open.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
-import { openFileLog } from '../log/file-log.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import { fileLogSink } from '../outputs/file-log-sink.js'
 import type { OutputSink } from '../outputs/types.js'
@@ -250,7 +250,8 @@ async function openStore(url: string, name: string): Promise<SnapshotStore> {
 }
 
 async function openSource(c: CommandLine): Promise<RevisionedLog> {
-  if (c.source.kind === 'file') return openFileLog(c.source.dir, { readOnly: true })
+  // As `tidemark log` reads one: a missing log is TIDEMARK_LOG_NOT_FOUND, not an empty or unavailable one.
+  if (c.source.kind === 'file') return openLogForReading(c.source.dir)
   return (await kafka()).openKafkaLog({ brokers: c.source.brokers, topic: c.topic, partition: c.partition })
 }
 
@@ -269,7 +270,15 @@ async function openOutput(c: CommandLine): Promise<OutputSink | undefined> {
  * same in the sources and in dist/.
  */
 async function kafka(): Promise<typeof KafkaConnector> {
-  return import('../../connectors/kafka/index.js')
+  try {
+    return await import('../../connectors/kafka/index.js')
+  } catch (err) {
+    // kafkajs is an optional peer dependency: without it Node's
+    // module-not-found names a package the user never asked for.
+    const e = err as NodeJS.ErrnoException
+    if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !/'kafkajs'/.test(String(e.message))) throw err
+    throw new TidemarkError('TIDEMARK_KAFKA_CLIENT_MISSING', 'Kafka sources and outputs (--brokers, --output-brokers) need kafkajs, an optional peer dependency of tidemark that is not installed: npm install kafkajs', { cause: err, details: { package: 'kafkajs' } })
+  }
 }
 
 function progressPrinter(io: ReplayCommandIO): { report: (p: ReplayProgress) => void; end: () => void } {

@@ -241,5 +241,10 @@ describe('tidemark replay', () => {
     t = io()
     expect(await runReplayCommand(args.map((a) => (a === '1999' ? '1000' : a)), t.io)).toBe(1)
     expect(t.out.stderr).toMatch(/^tidemark replay: TIDEMARK_REPLAY_JOB_EXISTS: /)
+
+    // A source log that is not there is not found (not unavailable, which would say retry).
+    t = io()
+    expect(await runReplayCommand(args.map((a) => (a === pathToFileURL(join(root, 'source')).href ? pathToFileURL(join(root, 'missing')).href : a)), t.io)).toBe(1)
+    expect(t.out.stderr).toMatch(/^tidemark replay: TIDEMARK_LOG_NOT_FOUND: no file log at .*missing: it does not exist$/m)
   })
 })
