@@ -11,6 +11,15 @@ export interface FileLogSinkOptions {
 }
 
 const TOPIC = /^[A-Za-z0-9._-]+$/
+/** A topic names a directory: at most a file name's 255 bytes. */
+const MAX_TOPIC_LENGTH = 255
+
+/** Throws a RangeError naming the topic unless it can be a log directory under the sink's dir. */
+function validateTopic(topic: string): void {
+  if (typeof topic !== 'string' || !TOPIC.test(topic) || topic === '.' || topic === '..' || topic.length > MAX_TOPIC_LENGTH) {
+    throw new RangeError(`fileLogSink: topic ${JSON.stringify(typeof topic === 'string' && topic.length > 100 ? `${topic.slice(0, 100)}...` : topic)} must be 1 to ${MAX_TOPIC_LENGTH} letters, digits, '.', '_' or '-', and not '.' or '..' (it names a directory)`)
+  }
+}
 
 /**
  * An output sink on the embedded file log, for jobs without Kafka: each
@@ -23,7 +32,7 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
   const logs = new Map<string, Promise<FileLog>>()
   let closed = false
   const open = (topic: string): Promise<FileLog> => {
-    if (!TOPIC.test(topic) || topic === '.' || topic === '..') throw new RangeError(`fileLogSink: topic ${JSON.stringify(topic)} must be letters, digits, '.', '_' or '-' (it names a directory)`)
+    validateTopic(topic)
     let log = logs.get(topic)
     if (log === undefined) {
       log = mkdir(options.dir, { recursive: true }).then(() => openFileLog(join(options.dir, topic), options.fileLog))
@@ -36,6 +45,7 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
   // partitions sharing the sink interleave, each in its own order.
   return {
     name: `file-log:${options.dir}`,
+    validateTopic,
     async send(records: readonly OutboxRecord[]): Promise<void> {
       if (closed) throw new Error('the file-log sink is closed')
       // Opened first, then appended without awaiting each: the file log

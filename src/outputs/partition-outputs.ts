@@ -6,7 +6,7 @@ import type { ResolvedOutputs } from './options.js'
 import { OutboxPublisher } from './publisher.js'
 import { decodeOutboxRecord, encodeOutboxRecord, outboxKey } from './record.js'
 import { DEDUPE_STATE, OUTBOX_STATE, RESERVED_STATE_NAMES } from './states.js'
-import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputsEvent } from './types.js'
+import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputSink, OutputsEvent } from './types.js'
 
 const RESERVED_HEADER_PREFIX = 'tidemark-'
 const MAX_U32 = 2 ** 32 - 1
@@ -105,7 +105,7 @@ export class PartitionOutputs {
   put(tx: Transaction, offset: bigint, index: number, record: OutputRecord): string {
     if (this.#o.outputs === undefined) emitWithoutOutputs()
     const id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
-    const bytes = encodeOutboxRecord(checkRecord(record, id))
+    const bytes = encodeOutboxRecord(checkRecord(record, id, this.#o.outputs?.sink))
     tx.value(OUTBOX_STATE).put(outboxKey(this.#o.topic, this.#o.partition, offset, index), bytes)
     const last = this.#uncommitted.at(-1)
     if (last !== undefined && last.offset === offset) {
@@ -126,8 +126,8 @@ export class PartitionOutputs {
     if (!this.dedupe) return true
     const raw = Array.isArray(header) ? header[0] : header
     if (raw === undefined || raw === null) return true
-    if (typeof raw !== 'string' && !(raw instanceof Uint8Array)) return true
-    const id = parseRecordId(raw)
+    // Junk of another type stops the partition as junk text does (parseRecordId).
+    const id = parseRecordId(typeof raw === 'string' || raw instanceof Uint8Array ? raw : `${typeof raw} ${String(raw)}`)
     const key = upstreamKey(id.job, id.topic, id.partition)
     const view = tx.value(DEDUPE_STATE)
     const seen = view.getSync(key)
@@ -201,10 +201,23 @@ class EmitScope implements EmitContext {
 
 const asBuffer = (v: string | Uint8Array): Buffer => (typeof v === 'string' ? Buffer.from(v, 'utf8') : Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength))
 
-function checkRecord(record: OutputRecord, id: string): OutboxRecord {
+const RECORD_FIELDS = ['topic', 'key', 'value', 'headers', 'partition']
+
+function checkRecord(record: OutputRecord, id: string, sink: OutputSink | undefined): OutboxRecord {
   if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${record === null ? 'null' : typeof record}`)
+  // A misspelt field (valeu) would otherwise emit a tombstone or an unkeyed record without a word.
+  for (const name of Object.keys(record)) {
+    if (!RECORD_FIELDS.includes(name)) throw new RangeError(`emit(record): unknown field record.${name}; known: ${RECORD_FIELDS.join(', ')}`)
+  }
   const { topic, key = null, value, headers = {}, partition = -1 } = record
   if (typeof topic !== 'string' || topic === '' || Buffer.byteLength(topic) > 0xffff) throw new TypeError(`emit(record): record.topic must be a non-empty string, got ${JSON.stringify(topic)}`)
+  // A topic the sink can never deliver to would be committed and retried without end.
+  try {
+    sink?.validateTopic?.(topic)
+  } catch (err) {
+    if (err instanceof RangeError || err instanceof TypeError) throw new RangeError(`emit(record): record.topic: ${err.message}`, { cause: err })
+    throw err
+  }
   const bytesOrNull = (v: unknown, field: string): Buffer | null => {
     if (v === null) return null
     if (typeof v === 'string' || v instanceof Uint8Array) return asBuffer(v)
@@ -214,6 +227,8 @@ function checkRecord(record: OutputRecord, id: string): OutboxRecord {
   if (headers === null || typeof headers !== 'object') throw new TypeError('emit(record): record.headers must be an object of string or Uint8Array values')
   const out: Record<string, Buffer> = {}
   for (const [name, v] of Object.entries(headers)) {
+    // The binary form holds a header name's length in a u16.
+    if (Buffer.byteLength(name) > 0xffff) throw new RangeError(`emit(record): header name ${JSON.stringify(name.slice(0, 50))}... is ${Buffer.byteLength(name)} bytes; at most 65535`)
     if (name.startsWith(RESERVED_HEADER_PREFIX)) throw new RangeError(`emit(record): header ${JSON.stringify(name)} is reserved (names starting with ${RESERVED_HEADER_PREFIX})`)
     if (typeof v !== 'string' && !(v instanceof Uint8Array)) throw new TypeError(`emit(record): header ${JSON.stringify(name)} must be a string or a Uint8Array`)
     out[name] = asBuffer(v)

@@ -51,6 +51,12 @@ export interface EmitContext {
  */
 export interface OutputSink {
   readonly name: string
+  /**
+   * Optional: throws a RangeError for a topic this sink can never deliver
+   * to. Called at emit, so that such a record fails its handler instead of
+   * being committed and then retried without end.
+   */
+  validateTopic?(topic: string): void
   send(records: readonly OutboxRecord[]): Promise<void>
   close(): Promise<void>
 }

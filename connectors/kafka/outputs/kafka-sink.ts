@@ -13,6 +13,17 @@ export interface KafkaSinkOptions {
   kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
 }
 
+// Kafka's legal topic names (its Topic.validate): the broker refuses others
+// on every send, so they are refused at emit instead.
+const TOPIC = /^[A-Za-z0-9._-]+$/
+const MAX_TOPIC_LENGTH = 249
+
+function validateTopic(topic: string): void {
+  if (typeof topic !== 'string' || !TOPIC.test(topic) || topic === '.' || topic === '..' || topic.length > MAX_TOPIC_LENGTH) {
+    throw new RangeError(`kafkaSink: topic ${JSON.stringify(typeof topic === 'string' && topic.length > 100 ? `${topic.slice(0, 100)}...` : topic)} is not a legal Kafka topic name: 1 to ${MAX_TOPIC_LENGTH} letters, digits, '.', '_' or '-', and not '.' or '..'`)
+  }
+}
+
 /**
  * An output sink on Kafka: one kafkajs producer for the whole process (make
  * one sink and give it to every processor or consumer), not one per
@@ -42,6 +53,7 @@ export function kafkaSink(options: KafkaSinkOptions): OutputSink {
   }
   return {
     name: `kafka:${options.brokers.join(',')}`,
+    validateTopic,
     async send(records: readonly OutboxRecord[]): Promise<void> {
       if (closed) throw new Error('the Kafka sink is closed')
       if (records.length === 0) return
