@@ -5,6 +5,7 @@ export const OUTPUTS_DEFAULTS = Object.freeze({
   maxOutboxBytes: 64 * 1024 * 1024,
   maxBatchRecords: 500,
   retry: Object.freeze({ initialMs: 100, maxMs: 10_000 }),
+  closeTimeoutMs: 10_000,
 })
 
 export interface ResolvedOutputs {
@@ -13,6 +14,7 @@ export interface ResolvedOutputs {
   readonly maxOutboxBytes: number
   readonly maxBatchRecords: number
   readonly retry: Readonly<{ initialMs: number; maxMs: number }>
+  readonly closeTimeoutMs: number
 }
 
 const positiveInt = (value: unknown, field: string): number => {
@@ -24,7 +26,7 @@ const positiveInt = (value: unknown, field: string): number => {
 export function resolveOutputs(value: OutputsOptions | undefined, field = 'options.outputs'): ResolvedOutputs | undefined {
   if (value === undefined) return undefined
   if (value === null || typeof value !== 'object') throw new TypeError(`${field} must be an object, got ${value === null ? 'null' : typeof value}`)
-  const known = ['sink', 'maxOutboxRecords', 'maxOutboxBytes', 'maxBatchRecords', 'retry']
+  const known = ['sink', 'maxOutboxRecords', 'maxOutboxBytes', 'maxBatchRecords', 'retry', 'closeTimeoutMs']
   for (const name of Object.keys(value)) if (!known.includes(name)) throw new RangeError(`unknown option ${field}.${name}; known: ${known.join(', ')}`)
   const sink = value.sink
   if (sink === null || typeof sink !== 'object' || typeof sink.send !== 'function' || typeof sink.close !== 'function') {
@@ -41,6 +43,7 @@ export function resolveOutputs(value: OutputsOptions | undefined, field = 'optio
     maxOutboxBytes: positiveInt(value.maxOutboxBytes ?? OUTPUTS_DEFAULTS.maxOutboxBytes, `${field}.maxOutboxBytes`),
     maxBatchRecords: positiveInt(value.maxBatchRecords ?? OUTPUTS_DEFAULTS.maxBatchRecords, `${field}.maxBatchRecords`),
     retry: Object.freeze({ initialMs, maxMs }),
+    closeTimeoutMs: positiveInt(value.closeTimeoutMs ?? OUTPUTS_DEFAULTS.closeTimeoutMs, `${field}.closeTimeoutMs`),
   })
 }
 

@@ -37,10 +37,13 @@ export class OutboxPublisher {
   #wake: (() => void) | undefined
   #pending = false
   #loop: Promise<void> | undefined
-  /** A send is in flight: close() does not wait for it (a sink may hang for its own timeouts). */
-  #sending = false
+  #closing: Promise<void> | undefined
+  /** The send in flight: close() waits for it (up to closeTimeoutMs) and deletes what it delivered. */
+  #sending: Promise<void> | undefined
+  /** close() stopped waiting for the send in flight: its outcome is left alone (the store is closing). */
+  #abandoned = false
   readonly #roomWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
-  readonly #emptyWaiters = new Set<() => void>()
+  readonly #emptyWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
   readonly #stop = new AbortController()
   /**
    * The last key this publisher deleted: the next scan starts after it.
@@ -97,33 +100,65 @@ export class OutboxPublisher {
    */
   waitForRoom(): Promise<void> | undefined {
     if (!this.#checkFull()) return undefined
-    if (this.#closed) return Promise.reject(this.#closedError())
+    if (this.#closed) return Promise.reject(this.#closedError('waited for room in its outbox'))
     return new Promise((resolve, reject) => this.#roomWaiters.add({ resolve, reject }))
   }
 
-  /** Resolves when the outbox is empty (everything committed so far was delivered). */
+  /** Resolves when the outbox is empty (everything committed so far was delivered); rejects if the publisher closes first. */
   flush(): Promise<void> {
     if (this.#records === 0) return Promise.resolve()
+    if (this.#closed) return Promise.reject(this.#closedError('waited for its outbox to empty'))
     this.notify()
-    return new Promise((resolve) => this.#emptyWaiters.add(resolve))
+    return new Promise((resolve, reject) => this.#emptyWaiters.add({ resolve, reject }))
   }
 
-  /** Stops delivering (a send in flight finishes); what is not delivered stays in the outbox for the next start. */
-  async close(): Promise<void> {
-    if (this.#closed) return this.#loop
+  /**
+   * Stops delivering. A send in flight is waited for (up to closeTimeoutMs)
+   * and what it delivered is deleted, so that a clean stop sends nothing
+   * twice; past the bound a 'delivery-failed' event says so and those
+   * records stay. What is not delivered stays in the outbox for the next start.
+   */
+  close(): Promise<void> {
+    if (this.#closing !== undefined) return this.#closing
     this.#closed = true
     this.#stop.abort()
     this.#wake?.()
-    for (const w of this.#roomWaiters) w.reject(this.#closedError())
+    for (const w of this.#roomWaiters) w.reject(this.#closedError('waited for room in its outbox'))
     this.#roomWaiters.clear()
-    // A send in flight is left to finish on its own: its records stay in the
-    // outbox (the delete after it finds the publisher closed), so the next
-    // owner sends them again with the same ids.
-    if (!this.#sending) await this.#loop
+    for (const w of this.#emptyWaiters) w.reject(this.#closedError('waited for its outbox to empty'))
+    this.#emptyWaiters.clear()
+    this.#closing = this.#finish()
+    return this.#closing
   }
 
-  #closedError(): TidemarkError {
-    return new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', 'the outbox publisher was closed while the partition waited for room in its outbox')
+  async #finish(): Promise<void> {
+    const sending = this.#sending
+    if (sending !== undefined) {
+      let timer: NodeJS.Timeout | undefined
+      const expired = new Promise<'expired'>((resolve) => { timer = setTimeout(() => resolve('expired'), this.#o.closeTimeoutMs) })
+      const outcome = await Promise.race([sending.then(() => 'settled' as const, () => 'settled' as const), expired])
+      clearTimeout(timer)
+      if (outcome === 'expired') {
+        // The sink may hang for its own timeouts; the runtime must still be
+        // able to close. Those records may or may not have arrived: they stay
+        // in the outbox and the next owner sends them again, same ids.
+        this.#abandoned = true
+        const error = new TidemarkError(
+          'TIDEMARK_OUTPUT_DELIVERY_FAILED',
+          `close(): sink ${this.#o.sink.name} did not confirm a send within ${this.#o.closeTimeoutMs} ms; its records stay in the outbox and are sent again by the next start`,
+          { details: { sink: this.#o.sink.name, closeTimeoutMs: this.#o.closeTimeoutMs } },
+        )
+        this.#onEvent({ type: 'delivery-failed', error, attempt: 0, retryInMs: 0 })
+        return
+      }
+    }
+    // What remains of the loop ends without waiting on the sink: a scan, the
+    // delete after the send, or a backoff (woken by the abort).
+    await this.#loop
+  }
+
+  #closedError(what: string): TidemarkError {
+    return new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `the outbox publisher was closed while the partition ${what}`)
   }
 
   #checkFull(): boolean {
@@ -159,17 +194,23 @@ export class OutboxPublisher {
           this.#bytes = 0
           this.#checkFull()
         }
-        for (const resolve of this.#emptyWaiters) resolve()
+        for (const w of this.#emptyWaiters) w.resolve()
         this.#emptyWaiters.clear()
+        // close() during the scan found no #wake to call: checked here, or
+        // the loop would wait for a wake-up nobody gives.
+        if (this.#closed) return
         if (!this.#pending) await new Promise<void>((resolve) => { this.#wake = resolve })
         this.#wake = undefined
         continue
       }
-      this.#sending = true
+      // Closed during the scan: nothing new is sent after close().
+      if (this.#closed) return
+      const sending = this.#o.sink.send(batch.map((b) => b.record))
+      this.#sending = sending
       try {
-        await this.#o.sink.send(batch.map((b) => b.record))
+        await sending
       } catch (cause) {
-        this.#sending = false
+        this.#sending = undefined
         if (this.#closed) return
         attempt++
         const ceiling = Math.min(this.#o.retry.maxMs, this.#o.retry.initialMs * 2 ** Math.min(attempt - 1, 30))
@@ -183,8 +224,10 @@ export class OutboxPublisher {
         await sleep(retryInMs, this.#stop.signal)
         continue
       }
-      this.#sending = false
-      if (this.#closed) return
+      this.#sending = undefined
+      // Delivered: deleted even when close() came meanwhile (close() waits
+      // for this), else a clean stop would send the batch again next start.
+      if (this.#abandoned) return
       attempt = 0
       try {
         const tx = this.#store.transaction()

@@ -77,6 +77,14 @@ export interface OutputsOptions {
   /** Records per send. Default 500. */
   maxBatchRecords?: number
   retry?: RetryOptions
+  /**
+   * How long closing the partition waits for a send in flight, whose
+   * delivered records it then removes from the outbox (so a clean stop sends
+   * nothing twice). Past it the partition closes anyway with a
+   * 'delivery-failed' event, and the next start sends those records again.
+   * Default 10 s.
+   */
+  closeTimeoutMs?: number
 }
 
 /** Dropping records already applied, by their `tidemark-id` header. */

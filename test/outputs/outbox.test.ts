@@ -1,13 +1,14 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
-import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink } from '../../src/outputs/index.js'
+import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counter, counts, wordLog } from './fixtures.js'
 
-/** A sink that never confirms: everything stays in the outbox. */
+/** A sink that never confirms: everything stays in the outbox (and close() stops waiting for it at once). */
 const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })
+const stalled = (): OutputsOptions => ({ sink: stalledSink(), closeTimeoutMs: 1 })
 
 async function outboxOf(path: string): Promise<Buffer[]> {
   const store = await PartitionStore.open({ path, states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
@@ -47,7 +48,7 @@ describe('outbox', () => {
     const log = await wordLog(join(dir, 'log'), 300)
     // The third batch write (events 100..149) fails: as a crash before the commit would.
     const restore = interceptBatchWrites((n, real) => (n === 3 ? Promise.reject(new Error('disk gone')) : real()))
-    const p = counter(dir, log, { sink: stalledSink() }, { snapshots: undefined })
+    const p = counter(dir, log, stalled(), { snapshots: undefined })
     try {
       await p.start()
       await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
@@ -60,7 +61,7 @@ describe('outbox', () => {
     expect((await readOutbox(store)).map((r) => r.id)).toEqual(Array.from({ length: 100 }, (_, i) => `tm1:counter:words:0:${i}:0`))
     await store.close()
 
-    const failing = counter(dir, log, { sink: stalledSink() }, {
+    const failing = counter(dir, log, stalled(), {
       snapshots: undefined,
       handler: (tx, { word }, ctx) => {
         ctx.emit({ topic: 'counts', key: word, value: 'x' })
@@ -77,7 +78,7 @@ describe('outbox', () => {
   it('a replay produces byte-identical records, and a new owner restoring a snapshot holds the same outbox', async () => {
     const dir = tempDir()
     const log = await wordLog(join(dir, 'log'), 300)
-    const first = counter(join(dir, 'a'), log, { sink: stalledSink() }, { snapshots: undefined })
+    const first = counter(join(dir, 'a'), log, stalled(), { snapshots: undefined })
     await first.start()
     await first.catchUp()
     await first.close()
@@ -86,14 +87,14 @@ describe('outbox', () => {
 
     // An owner that snapshots at 199 and goes on; the next restores that
     // snapshot (outbox included) and replays 200..299.
-    const old = counter(join(dir, 'b'), log, { sink: stalledSink() })
+    const old = counter(join(dir, 'b'), log, stalled())
     await old.start()
     await old.catchUp({ end: 200n })
     await old.snapshot()
     await old.catchUp()
     await old.close()
     const snapshots = new FsSnapshotStore({ root: join(dir, 'b', 'snapshots') })
-    const next = counter(join(dir, 'c'), log, { sink: stalledSink() }, { snapshots: { store: snapshots }, ownership: { takeover: 'force' } })
+    const next = counter(join(dir, 'c'), log, stalled(), { snapshots: { store: snapshots }, ownership: { takeover: 'force' } })
     expect(await next.start()).toMatchObject({ source: 'snapshot', offset: 199n })
     expect(await next.catchUp()).toBe(100)
     await next.close()
