@@ -8,7 +8,7 @@ import { acquireClaim, CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '..
 import { jsonCodec, type Codec } from '../store/codec.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import { listManifests, readValidManifests, type InvalidManifest } from '../snapshot/catalog.js'
+import { listManifests, readValidManifests, type InvalidManifest, type ManifestRef, type ValidManifests } from '../snapshot/catalog.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
@@ -219,6 +219,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       outputs: resolveOutputs(options.outputs), dedupe: resolveDedupe(options.dedupe),
       onEvent: (event) => this.emit('outputs', event),
       onStoreFailed: (error) => this.#fail(error),
+      onDepth: (depth) => this.#metrics.outbox(depth),
     })
     this.#logger = checkLogger(options.logger, 'options.logger')
     this.#metrics = new PartitionMetrics({ job: options.job, topic: options.topic, partition: options.partition })
@@ -263,11 +264,14 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       let restored: RestoreResult | undefined
       let epoch = 0
       let skipped: SkippedSnapshot[] = []
+      let knownManifests: { refs: ManifestRef[]; valid: ValidManifests['valid'] } | undefined
       if (o.snapshots !== undefined) {
         // The claim comes first: nothing touches the partition store before
         // it is held. Its epoch is above every snapshot that verifies, so
         // this owner's snapshots fence every writer before it.
-        const { newest, invalid } = await this.#verifiedManifests(o.snapshots.store)
+        // This one listing serves the restore and the first snapshot too
+        // (knownManifests): a start on an intact local store lists once.
+        const { newest, invalid, known } = await this.#verifiedManifests(o.snapshots.store)
         this.#claim = await this.#acquire(o.snapshots.store, newest)
         epoch = this.#claim.epoch
         this.#startRenewing(this.#claim)
@@ -282,8 +286,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           onProgress: (p) => meter.update(p.bytesDownloaded, p.bytesTotal),
           onEvent: (event) => this.emit('restore', event),
           logger: this.#logger,
+          knownManifests: known,
         })
         meter.finish()
+        knownManifests = known
         skipped = this.#skipped(restored, invalid)
       } else {
         await mkdir(dirname(o.path), { recursive: true })
@@ -305,6 +311,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           // One HEAD right before the manifest: a snapshot of an owner that
           // lost the claim does not commit (epoch order covers the rest).
           beforeCommit: () => claim.check(),
+          ...(knownManifests === undefined ? {} : { knownManifests }),
         })
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
@@ -438,13 +445,16 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * claim's epoch goes above it, so that a previous owner that is still
    * running is fenced off, also one that never held a claim. Only manifests
    * that verify count: a key is only a name, and junk named with the largest
-   * epoch must not make the job unstartable.
+   * epoch must not make the job unstartable. The listing and the manifests
+   * read (`known`) are handed on, so that no one lists or reads them again.
    */
-  async #verifiedManifests(store: SnapshotStore): Promise<{ newest: number; invalid: InvalidManifest[] }> {
+  async #verifiedManifests(store: SnapshotStore): Promise<{ newest: number; invalid: InvalidManifest[]; known: { refs: ManifestRef[]; valid: ValidManifests['valid'] } }> {
     const layout = new SnapshotLayout(this.#o.job, this.#o.partition)
-    const { valid, invalid } = await readValidManifests(store, layout, await listManifests(store, layout))
+    const refs = await listManifests(store, layout)
+    const { valid, invalid } = await readValidManifests(store, layout, refs)
+    const known = { refs, valid }
     const newest = valid[0]?.ref
-    if (newest === undefined) return { newest: 0, invalid }
+    if (newest === undefined) return { newest: 0, invalid, known }
     if (newest.epoch >= MAX_EPOCH) {
       throw new TidemarkError(
         'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
@@ -452,7 +462,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         { details: { job: layout.job, partition: layout.partition, key: newest.key, epoch: newest.epoch } },
       )
     }
-    return { newest: newest.epoch, invalid }
+    return { newest: newest.epoch, invalid, known }
   }
 
   /**

@@ -7,7 +7,7 @@ import { PartitionStore } from '../store/partition-store.js'
 import { errnoOf, inspectStoreDir, makeDirectory, strangerNames, writeMarker, type StoreDir } from '../store/store-dir.js'
 import type { Position } from '../store/position.js'
 import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
-import { listManifests, readManifest } from './catalog.js'
+import { listManifests, newestFirst, readManifest, type ManifestRef } from './catalog.js'
 import { SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
@@ -46,6 +46,16 @@ export interface RestoreOptions {
   onEvent?: (event: RestoreEvent) => void
   /** Where the restore logs what it decided (pino-compatible); nothing is logged without one. */
   logger?: Logger
+  /**
+   * The partition's manifests as the caller listed and read them right
+   * before (`listManifests` and `readValidManifests`, as a processor's start
+   * does to choose its epoch), so that the restore lists nothing and reads
+   * no manifest twice. The rules stay those of a listing: newest first,
+   * a listed manifest that is not among `valid` is read (and skipped when
+   * it does not verify), and every snapshot's objects are verified as they
+   * download. A manifest committed after that listing is not seen.
+   */
+  knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
 }
 
 export interface RestoreProgress {
@@ -94,7 +104,7 @@ export interface RestoreResult {
   skipped: SkippedSnapshot[]
 }
 
-const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', ...Object.keys(RESTORE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', ...Object.keys(RESTORE_DEFAULTS)]
 
 /** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 type LocalState =
@@ -147,6 +157,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     onEvent: checkFunction<(e: RestoreEvent) => void>(o.onEvent, 'onEvent'),
   }
   const logger = checkLogger(o.logger, 'logger')
+  const known = checkKnownManifests(o.knownManifests, layout)
   const labels = { job: layout.job, partition: layout.partition }
   // Metrics count downloaded bytes through the same progress reports, so a subscriber gets them without onProgress.
   if (restoreObserved()) {
@@ -179,7 +190,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     return done({ source: 'local', ...(newest === undefined ? {} : { snapshot: summary(layout, newest) }), positions, bytesDownloaded: 0, bytesTotal: 0, files: 0 })
   }
 
-  let refs = await listManifests(store, layout)
+  let refs = known?.refs ?? await listManifests(store, layout)
   if (wanted !== undefined) {
     refs = refs.filter((r) => r.id === wanted)
     if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `snapshot ${wanted} of ${layout.prefix} does not exist in ${store.url}`, { details: { snapshot: wanted, skipped } })
@@ -188,7 +199,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   for (const ref of refs) {
     let manifest: SnapshotManifest
     try {
-      manifest = await readManifest(store, layout, ref)
+      manifest = known?.read.get(ref.key) ?? await readManifest(store, layout, ref)
     } catch (err) {
       if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
       skip(ref, err)
@@ -227,6 +238,37 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     skipped.push(entry)
     emit({ type: 'snapshot-skipped', skipped: entry })
   }
+}
+
+/**
+ * A handed listing stands for a listing of this partition only: refs of
+ * another prefix, or a "verified" manifest whose body is not its key's,
+ * would let a caller's mix-up restore the wrong state.
+ */
+function checkKnownManifests(value: unknown, layout: SnapshotLayout): { refs: ManifestRef[]; read: Map<string, SnapshotManifest> } | undefined {
+  if (value === undefined) return undefined
+  const known = value as RestoreOptions['knownManifests']
+  if (known === null || typeof known !== 'object' || !Array.isArray(known.refs) || !Array.isArray(known.valid)) {
+    throw new TypeError('knownManifests must be { refs, valid } as listManifests and readValidManifests return them')
+  }
+  const refs = known.refs.map((ref) => {
+    const parsed = ref !== null && typeof ref === 'object' && typeof ref.key === 'string' ? layout.parseManifestKey(ref.key) : undefined
+    if (parsed === undefined || parsed.epoch !== ref.epoch || parsed.sequence !== ref.sequence) {
+      throw new RangeError(`knownManifests.refs holds ${JSON.stringify((ref as { key?: unknown } | null)?.key)}, not a manifest key of ${layout.prefix}`)
+    }
+    return ref
+  })
+  const listed = new Set(refs.map((r) => r.key))
+  const read = new Map<string, SnapshotManifest>()
+  for (const entry of known.valid) {
+    const m = entry?.manifest
+    if (entry?.ref === undefined || !listed.has(entry.ref.key) || m?.job !== layout.job || m.partition !== layout.partition || m.epoch !== entry.ref.epoch || m.sequence !== entry.ref.sequence) {
+      throw new RangeError(`knownManifests.valid holds ${JSON.stringify(entry?.ref?.key)}, which is not a listed manifest of ${layout.prefix} whose body matches its key`)
+    }
+    read.set(entry.ref.key, m)
+  }
+  // Newest first, as a listing returns them: the same snapshot is chosen.
+  return { refs: [...refs].sort(newestFirst), read }
 }
 
 function logRestoreEvent(logger: Logger, labels: { job: string; partition: string }, event: RestoreEvent): void {

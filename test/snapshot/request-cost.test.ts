@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { S3SnapshotStore } from '../../connectors/s3/index.js'
 import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_counting-store.js'
 import type { PartitionStore} from '../../src/index.js';
-import { acquireClaim, FsSnapshotStore, restoreSnapshot, Snapshotter, type SnapshotStore } from '../../src/index.js'
+import { acquireClaim, FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, Snapshotter, valueState, type SnapshotStore } from '../../src/index.js'
 import { listManifests, readValidManifests } from '../../src/snapshot/catalog.js'
 import { collectGarbage } from '../../src/snapshot/gc.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
@@ -221,5 +221,143 @@ describe('a start that hands its listing on', () => {
     const restored = await restoreSnapshot({ snapshotStore: dfs.inner, job: 'job', partition: 0, target })
     expect(restored.snapshot?.id).toBe(first.id)
     expect(await levelDigest(target)).toEqual(digest)
+  })
+})
+
+describe.each(['fs', 's3'] as const)('what a start costs on %s (issue 13: at most one LIST)', (kind) => {
+  const totals = valueState<number>('totals')
+  /** A processor as users wire one (claim, defaults), snapshots only when asked, over a counting store. */
+  async function setup(dir: string): Promise<{ dfs: CountingStore; processor: (path: string) => PartitionProcessor<{ key: string }>; append: (n: number) => Promise<void> }> {
+    const inner: SnapshotStore = kind === 'fs' ? new FsSnapshotStore({ root: join(dir, 'dfs') }) : new S3SnapshotStore(bucket.storeOptions(randomName('p')))
+    const dfs = new CountingStore(inner)
+    const log = await openFileLog(join(dir, 'log'), { sync: false })
+    cleanups.push(async () => {
+      await log.close()
+      await dfs.close()
+    })
+    let next = 0
+    return {
+      dfs,
+      processor: (path) => {
+        const p = new PartitionProcessor<{ key: string }>({
+          job: 'job', log, topic: 't', partition: 0, path, states: [totals],
+          handler: async (tx, e) => { tx.value(totals).put(e.key, ((await tx.value(totals).get(e.key)) ?? 0) + 1) },
+          snapshots: { store: dfs, schedule: { intervalMs: 0, everyBytes: 0 } },
+        })
+        cleanups.push(() => p.close())
+        return p
+      },
+      async append(n) {
+        for (let i = 0; i < n; i++, next++) await log.append(Buffer.from(JSON.stringify({ key: `k${(next * 7919) % 300}` })))
+      },
+    }
+  }
+
+  it('a start on an intact local store lists once and reads each manifest once; its first snapshot lists nothing', async () => {
+    const dir = tempDir('tidemark-cost-start-')
+    const { dfs, processor, append } = await setup(dir)
+    const a = processor(join(dir, 'a'))
+    await a.start()
+    for (let i = 0; i < 3; i++) {
+      await append(100)
+      await a.catchUp()
+      await a.snapshot()
+    }
+    await a.close()
+    const manifests = await listManifests(dfs.inner, new SnapshotLayout('job', 0))
+    const before = dfs.snapshot()
+    const b = processor(join(dir, 'a'))
+    const started = await b.start()
+    const counts = diffCounts(dfs.snapshot(), before)
+    expect(started.source).toBe('local')
+    // One LIST (the manifests), one GET per manifest, the claim: a HEAD and a GET to read it, a PUT to take it.
+    expect(counts).toEqual({ put: 1, get: manifests.length + 1, head: 1, list: 1, delete: 0 })
+    await append(100)
+    await b.catchUp()
+    const snap = dfs.snapshot()
+    const first = await b.snapshot()
+    expect(first?.gc).toBeUndefined()
+    expect(diffCounts(dfs.snapshot(), snap).list).toBe(0)
+  })
+
+  it('a start by restore of a chain lists once, reads each manifest once, and restores the newest snapshot', async () => {
+    const dir = tempDir('tidemark-cost-chain-')
+    const { dfs, processor, append } = await setup(dir)
+    const a = processor(join(dir, 'a'))
+    await a.start()
+    let last
+    for (let i = 0; i < 6; i++) {
+      await append(100)
+      await a.catchUp()
+      last = await a.snapshot()
+    }
+    const digest = await storeDigest(a.store)
+    await a.close()
+    const manifests = await listManifests(dfs.inner, new SnapshotLayout('job', 0))
+    const before = dfs.snapshot()
+    const b = processor(join(dir, 'b'))
+    const started = await b.start()
+    const counts = diffCounts(dfs.snapshot(), before)
+    expect(started.source).toBe('snapshot')
+    expect(started.snapshot).toBe(last!.id)
+    // One LIST; the manifests once each; the claim (HEAD, GET, PUT); per data object of the snapshot a HEAD (its size) and one ranged GET (small objects).
+    const objects = new Set(last!.files.map((f) => f.object)).size
+    expect(counts).toEqual({ put: 1, get: manifests.length + 1 + objects, head: 1 + objects, list: 1, delete: 0 })
+    expect(await storeDigest(b.store)).toEqual(digest)
+  })
+})
+
+describe('restoreSnapshot with a listing handed on (knownManifests)', () => {
+  async function chain(dir: string): Promise<{ o: Owner; refs: Awaited<ReturnType<typeof listManifests>>; layout: SnapshotLayout }> {
+    const o = await owner('fs', dir)
+    for (let v = 1; v <= 3; v++) {
+      await o.write(v)
+      await o.snapshotter.takeSnapshot()
+    }
+    const layout = new SnapshotLayout('job', 0)
+    return { o, refs: await listManifests(o.dfs.inner, layout), layout }
+  }
+
+  it('lists nothing and reads no manifest it was given; restores what a listing would', async () => {
+    const dir = tempDir('tidemark-cost-known-restore-')
+    const { o, refs, layout } = await chain(dir)
+    const { valid } = await readValidManifests(o.dfs.inner, layout, refs)
+    const before = o.dfs.snapshot()
+    const target = join(dir, 'r')
+    const restored = await restoreSnapshot({ snapshotStore: o.dfs, job: 'job', partition: 0, target, knownManifests: { refs: [...refs].reverse(), valid } })
+    const counts = diffCounts(o.dfs.snapshot(), before)
+    // Only the data: per object of the newest snapshot a HEAD (its size) and one ranged GET (small objects, one range each).
+    const newest = valid[0]!.manifest
+    const objects = new Set(newest.files.map((f) => f.object)).size
+    expect(counts).toEqual({ put: 0, get: objects, head: objects, list: 0, delete: 0 })
+    expect(restored.snapshot?.id).toBe(newest.id)
+    expect(await levelDigest(target)).toEqual(await storeDigest(o.store))
+  })
+
+  it('still reads and verifies a listed manifest it was not given, and skips it when it does not verify', async () => {
+    const dir = tempDir('tidemark-cost-known-junk-')
+    const { o, layout } = await chain(dir)
+    const junkKey = layout.manifestKey(9, 0)
+    await o.dfs.inner.put(junkKey, Buffer.from('not a manifest'))
+    const refs = await listManifests(o.dfs.inner, layout)
+    const { valid, invalid } = await readValidManifests(o.dfs.inner, layout, refs)
+    expect(invalid.map((m) => m.ref.key)).toEqual([junkKey])
+    const before = o.dfs.snapshot()
+    const restored = await restoreSnapshot({ snapshotStore: o.dfs, job: 'job', partition: 0, target: join(dir, 'r'), knownManifests: { refs, valid } })
+    expect(diffCounts(o.dfs.snapshot(), before).list).toBe(0)
+    expect(restored.skipped.map((s) => [s.key, s.reason])).toEqual([[junkKey, 'manifest-unreadable']])
+    expect(restored.snapshot?.id).toBe(valid[0]!.manifest.id)
+  })
+
+  it('refuses a listing of another partition, or a manifest that is not its key\'s', async () => {
+    const dir = tempDir('tidemark-cost-known-wrong-')
+    const { o, refs, layout } = await chain(dir)
+    const { valid } = await readValidManifests(o.dfs.inner, layout, refs)
+    const base = { snapshotStore: o.dfs, job: 'job', target: join(dir, 'r') }
+    await expect(restoreSnapshot({ ...base, partition: 1, knownManifests: { refs, valid } })).rejects.toThrow(RangeError)
+    const swapped = [{ ref: valid[0]!.ref, manifest: valid[1]!.manifest }]
+    await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: { refs, valid: swapped } })).rejects.toThrow(/knownManifests\.valid/)
+    await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: { refs: [], valid } })).rejects.toThrow(/knownManifests\.valid/)
+    await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: [] as never })).rejects.toThrow(TypeError)
   })
 })

@@ -1,7 +1,7 @@
 import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
 import type { SnapshotStore } from '../../../src/dfs/snapshot-store.js'
 import { acquireClaim, type Claim } from '../../../src/ownership/claim.js'
-import { listManifests, readValidManifests } from '../../../src/snapshot/catalog.js'
+import { listManifests, readValidManifests, type ManifestRef, type ValidManifests } from '../../../src/snapshot/catalog.js'
 import { MAX_EPOCH, SnapshotLayout } from '../../../src/snapshot/layout.js'
 
 /** What a partition task holds while it owns a partition. */
@@ -14,6 +14,14 @@ export interface PartitionOwnership {
   check(): Promise<void>
   /** Lets the next owner in at once; call after the store is closed. */
   release(): Promise<void>
+  /**
+   * The manifests listed and read to choose the epoch, for the restore and
+   * the first snapshot (their `knownManifests`), so that a start lists once.
+   * Absent when the claim was taken only after waiting for the previous
+   * owner, or by force: its hand-off snapshot may have come after that
+   * listing.
+   */
+  readonly known?: { refs: ManifestRef[]; valid: ValidManifests['valid'] }
 }
 
 export interface AcquireOwnershipOptions {
@@ -41,15 +49,18 @@ export interface AcquireOwnershipOptions {
 export async function acquireOwnership(options: AcquireOwnershipOptions): Promise<PartitionOwnership> {
   const { store, job, partition } = options
   if (store === undefined) return unclaimed(0)
-  const newest = await newestEpoch(store, job, partition)
-  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) return unclaimed(newest === undefined ? 0 : newest + 1)
+  const { newest, known } = await newestEpoch(store, job, partition)
+  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) return { ...unclaimed(newest === undefined ? 0 : newest + 1), known }
   const deadline = performance.now() + options.waitMs
   let delay = 25
-  for (;;) {
+  for (let attempt = 1; ; attempt++) {
     const force = performance.now() >= deadline
     try {
       const claim = await acquireClaim({ store, job, partition, leaseMs: null, takeover: force ? 'force' : 'if-expired', minEpoch: newest ?? 0 })
-      return claimed(claim)
+      // Taken at once and not by force: no owner held it then, so the
+      // listing is the partition as this owner takes it over (but for a
+      // release within the listing, which costs an older restore, not a wrong one).
+      return attempt === 1 && !force ? { ...claimed(claim), known } : claimed(claim)
     } catch (err) {
       // Held by the previous owner (not yet released) or lost in a race with
       // it: wait for its release, until the deadline makes it a takeover.
@@ -60,9 +71,10 @@ export async function acquireOwnership(options: AcquireOwnershipOptions): Promis
   }
 }
 
-async function newestEpoch(store: SnapshotStore, job: string, partition: string): Promise<number | undefined> {
+async function newestEpoch(store: SnapshotStore, job: string, partition: string): Promise<{ newest: number | undefined; known: NonNullable<PartitionOwnership['known']> }> {
   const layout = new SnapshotLayout(job, partition)
-  const { valid } = await readValidManifests(store, layout, await listManifests(store, layout))
+  const refs = await listManifests(store, layout)
+  const { valid } = await readValidManifests(store, layout, refs)
   const newest = valid[0]?.ref
   if (newest !== undefined && newest.epoch >= MAX_EPOCH) {
     throw new TidemarkError(
@@ -71,7 +83,7 @@ async function newestEpoch(store: SnapshotStore, job: string, partition: string)
       { details: { job, partition, key: newest.key, epoch: newest.epoch } },
     )
   }
-  return newest?.epoch
+  return { newest: newest?.epoch, known: { refs, valid } }
 }
 
 function unclaimed(epoch: number): PartitionOwnership {

@@ -136,6 +136,7 @@ export class PartitionTask<V> {
       job: options.job, topic: tp.topic, partition: tp.partition, outputs: options.outputs, dedupe: options.dedupe,
       onEvent: (event) => services.events.outputs({ topic: tp.topic, partition: tp.partition }, event),
       onStoreFailed: (error) => void this.#fail(error),
+      onDepth: (depth) => this.metrics.outbox(depth),
     })
     this.metrics = new PartitionMetrics({ job: options.job, ...tp }, this.key)
   }
@@ -189,6 +190,8 @@ export class PartitionTask<V> {
           ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
           onEvent: (event) => this.#services.events.restore(tp, event),
           logger: o.logger,
+          // The listing that chose the epoch: the start lists once.
+          ...(this.#ownership.known === undefined ? {} : { knownManifests: this.#ownership.known }),
         })
       } else {
         await mkdir(o.stateDir, { recursive: true })
@@ -239,6 +242,7 @@ export class PartitionTask<V> {
           // owner's scheduled snapshot never commits (TIDEMARK_OWNERSHIP_LOST
           // then stops the partition, see #snapshotFailed).
           beforeCommit: () => ownership.check(),
+          ...(ownership.known === undefined ? {} : { knownManifests: ownership.known }),
           onEvent: (event) => this.#services.events.snapshotter(tp, event),
           logger: o.logger,
         })
