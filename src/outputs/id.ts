@@ -16,7 +16,25 @@ const MAX_OFFSET = 2n ** 63n - 1n
  * leading zeros: one text per id, so a replay produces byte-identical ids.
  */
 export function formatRecordId(id: RecordId): string {
-  return `${upstreamKey(id.job, id.topic, id.partition)}:${id.offset}:${id.index}`
+  // Only what parseRecordId takes back: a text no parse accepts is no id.
+  if (id === null || typeof id !== 'object') throw new TypeError(`formatRecordId(id): id must be { job, topic, partition, offset, index }, got ${id === null ? 'null' : typeof id}`)
+  const { job, topic, partition, offset, index } = id
+  for (const [name, v] of [['job', job], ['topic', topic]] as const) {
+    if (typeof v !== 'string' || v === '') throw new TypeError(`formatRecordId(id): id.${name} must be a non-empty string, got ${JSON.stringify(v)}`)
+  }
+  if (!Number.isInteger(partition) || partition < 0 || partition > MAX_U32) throw new RangeError(`formatRecordId(id): id.partition must be an integer from 0 to 2^32-1, got ${String(partition)}`)
+  if (typeof offset !== 'bigint') throw new TypeError(`formatRecordId(id): id.offset must be a bigint, got ${typeof offset}`)
+  if (offset < 0n || offset > MAX_OFFSET) throw new RangeError(`formatRecordId(id): id.offset must be from 0 to 2^63-1, got ${offset}`)
+  if (!Number.isInteger(index) || index < 0 || index > MAX_U32) throw new RangeError(`formatRecordId(id): id.index must be an integer from 0 to 2^32-1, got ${String(index)}`)
+  let key: string
+  try {
+    key = upstreamKey(job, topic, partition)
+  } catch (err) {
+    // encodeURIComponent refuses a lone surrogate.
+    if (err instanceof URIError) throw new RangeError(`formatRecordId(id): id.job and id.topic must be well-formed UTF-16 (no lone surrogates)`, { cause: err })
+    throw err
+  }
+  return `${key}:${offset}:${index}`
 }
 
 /**
@@ -30,6 +48,7 @@ export function upstreamKey(job: string, topic: string, partition: number): stri
 
 /** Parses a string-form id (or its UTF-8 bytes); anything else fails with TIDEMARK_OUTPUT_ID_INVALID. */
 export function parseRecordId(text: string | Uint8Array): RecordId {
+  if (typeof text !== 'string' && !(text instanceof Uint8Array)) throw new TypeError(`parseRecordId(text): text must be a string or a Uint8Array, got ${text === null ? 'null' : typeof text}`)
   const s = typeof text === 'string' ? text : Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString('utf8')
   const parts = s.split(':')
   const bad = (why: string): TidemarkError =>

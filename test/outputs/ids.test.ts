@@ -18,6 +18,33 @@ describe('record ids', () => {
     }
   })
 
+  it('formatRecordId refuses what parseRecordId would not take back, and parseRecordId refuses a non-text argument, naming it', () => {
+    const good = { job: 'j', topic: 't', partition: 0, offset: 0n, index: 0 }
+    const cases: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [{ ...good, job: '' }, TypeError, /id\.job/],
+      [{ ...good, topic: 5 }, TypeError, /id\.topic/],
+      [{ ...good, partition: -1 }, RangeError, /id\.partition/],
+      [{ ...good, partition: 1.5 }, RangeError, /id\.partition/],
+      [{ ...good, partition: 2 ** 32 }, RangeError, /id\.partition/],
+      [{ ...good, offset: -5n }, RangeError, /id\.offset/],
+      [{ ...good, offset: 2n ** 63n }, RangeError, /id\.offset/],
+      [{ ...good, offset: 5 }, TypeError, /id\.offset/],
+      [{ ...good, index: -1 }, RangeError, /id\.index/],
+      [{ ...good, job: '\uD800' }, RangeError, /id\.job/],
+      [null, TypeError, /formatRecordId\(id\)/],
+    ]
+    for (const [id, type, message] of cases) {
+      expect(() => formatRecordId(id as Parameters<typeof formatRecordId>[0]), String(id && JSON.stringify(id, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)))).toThrow(type)
+      expect(() => formatRecordId(id as Parameters<typeof formatRecordId>[0])).toThrow(message)
+    }
+    const max = { ...good, partition: 2 ** 32 - 1, offset: 2n ** 63n - 1n, index: 2 ** 32 - 1 }
+    expect(parseRecordId(formatRecordId(max))).toEqual(max)
+    for (const text of [42, null, undefined, { id: 'tm1:j:t:0:0:0' }] as unknown[]) {
+      expect(() => parseRecordId(text as string)).toThrow(TypeError)
+      expect(() => parseRecordId(text as string)).toThrow(/parseRecordId\(text\): text must be a string or a Uint8Array/)
+    }
+  })
+
   it('binary record format round-trips, null key and value included, and rejects trailing or truncated bytes', () => {
     const r = { id: 'tm1:j:t:0:5:1', topic: 'out', partition: -1, key: null, value: Buffer.from('v'), headers: { a: Buffer.from('1'), 'tidemark-id': Buffer.from('tm1:j:t:0:5:1') } }
     const bytes = encodeOutboxRecord(r)
