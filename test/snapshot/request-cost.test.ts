@@ -10,6 +10,7 @@ import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_coun
 import type { PartitionStore} from '../../src/index.js';
 import { acquireClaim, FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, Snapshotter, valueState, type SnapshotStore } from '../../src/index.js'
 import { listManifests, readValidManifests } from '../../src/snapshot/catalog.js'
+import { acquireOwnership } from '../../connectors/kafka/consumer/ownership.js'
 import { collectGarbage } from '../../src/snapshot/gc.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
@@ -359,5 +360,56 @@ describe('restoreSnapshot with a listing handed on (knownManifests)', () => {
     await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: { refs, valid: swapped } })).rejects.toThrow(/knownManifests\.valid/)
     await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: { refs: [], valid } })).rejects.toThrow(/knownManifests\.valid/)
     await expect(restoreSnapshot({ ...base, partition: 0, knownManifests: [] as never })).rejects.toThrow(TypeError)
+  })
+})
+
+describe('a consumer-group task hands its listing on only when it is current', () => {
+  it('known when the claim was taken at once (released by the previous owner): the restore then lists nothing', async () => {
+    const dir = tempDir('tidemark-cost-group-')
+    const dfs = new CountingStore(new FsSnapshotStore({ root: join(dir, 'dfs') }))
+    cleanups.push(() => dfs.close())
+    const previous = await acquireClaim({ store: dfs, job: 'job', partition: '0', leaseMs: null })
+    const store = await openKvStore(join(dir, 'store'))
+    const snapshotter = new Snapshotter({ snapshotStore: dfs, partitionStore: store, job: 'job', partition: '0', epoch: previous.epoch, beforeCommit: () => previous.check() })
+    cleanups.push(async () => {
+      await snapshotter.close()
+      await store.close()
+    })
+    await writeKeys(store, range(0, 40), 1, 0n, 1000)
+    const handoff = await snapshotter.takeSnapshot()
+    await previous.release()
+
+    const before = dfs.snapshot()
+    const ownership = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 1000 })
+    expect(ownership.known?.valid.map((v) => v.manifest.id)).toEqual([handoff.id])
+    const restored = await restoreSnapshot({ snapshotStore: dfs, job: 'job', partition: '0', target: join(dir, 'r'), knownManifests: ownership.known! })
+    expect(restored.snapshot?.id).toBe(handoff.id)
+    expect(diffCounts(dfs.snapshot(), before).list).toBe(1)
+    await ownership.release()
+  })
+
+  it('absent when the claim was taken only after waiting for the previous owner (its hand-off snapshot may be newer), or by force', async () => {
+    const dir = tempDir('tidemark-cost-group-wait-')
+    const dfs = new CountingStore(new FsSnapshotStore({ root: join(dir, 'dfs') }))
+    cleanups.push(() => dfs.close())
+    const previous = await acquireClaim({ store: dfs, job: 'job', partition: '0', leaseMs: null })
+    // Released right after the next owner's first attempt read the claim as held: it waits, and takes it at the second.
+    const claimKey = new SnapshotLayout('job', '0').claimKey
+    const get = dfs.get.bind(dfs)
+    let released: Promise<unknown> | undefined
+    dfs.get = async (key, options) => {
+      const body = await get(key, options)
+      if (released === undefined && key === claimKey) released = previous.release()
+      return body
+    }
+    const afterWait = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 10_000 })
+    dfs.get = get
+    expect(await released).toBe(true)
+    expect(afterWait.claimed).toBe(true)
+    expect(afterWait.known).toBeUndefined()
+    // By force (waitMs 0): whoever held it may have just committed.
+    const forced = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 0 })
+    expect(forced.epoch).toBeGreaterThan(afterWait.epoch)
+    expect(forced.known).toBeUndefined()
   })
 })
