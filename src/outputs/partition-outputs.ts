@@ -21,6 +21,8 @@ export interface PartitionOutputsOptions {
   dedupe: DedupeMode
   onEvent?: (event: OutputsEvent) => void
   onStoreFailed?: (error: unknown) => void
+  /** The outbox's depth (records committed, not delivered): at attach, after each commit and each delivery. The runtimes give it to PartitionMetrics.outbox (tidemark_outbox_depth). */
+  onDepth?: (records: number) => void
 }
 
 /**
@@ -71,10 +73,15 @@ export class PartitionOutputs {
     this.#publisher = new OutboxPublisher({
       store,
       outputs: this.#o.outputs,
-      ...(this.#o.onEvent === undefined ? {} : { onEvent: this.#o.onEvent }),
+      onEvent: (event) => {
+        if (event.type === 'delivered') this.#depth()
+        this.#o.onEvent?.(event)
+      },
       ...(this.#o.onStoreFailed === undefined ? {} : { onStoreFailed: this.#o.onStoreFailed }),
     })
     await this.#publisher.start()
+    // What a restart or restore found undelivered.
+    this.#depth()
   }
 
   /** The emit of the event at `offset`, writing through `tx`. */
@@ -152,6 +159,11 @@ export class PartitionOutputs {
       bytes += e.bytes
     }
     if (records > 0) this.#publisher?.committed(records, bytes)
+    this.#depth()
+  }
+
+  #depth(): void {
+    if (this.#publisher !== undefined) this.#o.onDepth?.(this.#publisher.size.records)
   }
 
   /** A batch was abandoned: what it emitted never reaches the outbox. */
