@@ -7,7 +7,8 @@
  *   running in the background as it would), ÷ the same job without
  *   `outputs` and without emitting. Both time catchUp() to the end of the
  *   log in a fresh store; emitDeliveredRatio also waits for the outbox to
- *   drain (flushOutputs()).
+ *   drain (flushOutputs()). emitHeldRatio: the same with the sink held
+ *   shut while the job runs, i.e. emit and outbox writes without delivery.
  * - deliveryRatio: records/s of the outbox publisher delivering a filled
  *   outbox to Kafka through kafkaSink, ÷ a plain kafkajs producer (the
  *   sink's producer settings) sending the same records (same keys, values
@@ -94,6 +95,26 @@ export async function run(args: string[]): Promise<void> {
     progress(`emit: ${opts.rounds} pairs of ${opts.events} events`)
     const emitting = await interleaved(opts.rounds, () => processEvents(false), () => processEvents(true), (raw, ours) => ours / raw)
     const emitDelivered = deliveredPerSec.map((d, r) => d / emitting.raw[r]!)
+    // The emit and outbox writes alone: the sink is held shut while the job
+    // runs (nothing is delivered in the background), opened after the clock.
+    const processHeld = async (): Promise<number> => {
+      let open!: () => void
+      const opened = new Promise<void>((resolve) => { open = resolve })
+      const sink = fileLogSink({ dir: join(dir.path, `emitted-${emitSinks++}`), fileLog: { sync: false } })
+      const held: OutputSink = { name: sink.name, send: async (records) => { await opened; await sink.send(records) }, close: () => sink.close() }
+      const p = processor(held, opts.events + 1)
+      await p.start()
+      const t0 = performance.now()
+      await p.catchUp({ end: BigInt(opts.events) })
+      const seconds = (performance.now() - t0) / 1000
+      open()
+      await p.flushOutputs()
+      await p.close()
+      await held.close()
+      return opts.events / seconds
+    }
+    progress(`emit, sink held: ${opts.rounds} pairs of ${opts.events} events`)
+    const emittingHeld = await interleaved(opts.rounds, () => processEvents(false), processHeld, (raw, ours) => ours / raw)
 
     // --- deliveryRatio: outbox → kafkaSink vs a plain producer, the same records.
     // Created on first use (the mock refuses admin createTopics; it makes 4 partitions).
@@ -164,6 +185,7 @@ export async function run(args: string[]): Promise<void> {
       emitSink: 'fileLogSink (sync: false), delivering in the background',
       ...prefixed('emitDeliveredRatio', pairedRatio(emitDelivered)),
       emitDrainMs: Math.round(median(drainSeconds) * 1000),
+      ...prefixed('emitHeldRatio', emittingHeld), emitHeldPerSec: Math.round(median(emittingHeld.measured)),
       deliveryRatio: delivery.ratio, deliveryRatioMin: delivery.ratioMin, deliveryRatioMax: delivery.ratioMax, deliveryRatios: delivery.ratios,
       deliveredPerSec: Math.round(median(delivery.measured)),
       deliverySinkShare: round(median(sinkShares)),
