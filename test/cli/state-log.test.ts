@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { openLogForReading } from '../../src/cli/commands/log.js'
+import { openLogForReading } from '../../src/log/existing.js'
 import { openFileLog } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
 import { fixture, handlerModule, lines, tidemark, tidemarkWith, tree } from './helpers.js'

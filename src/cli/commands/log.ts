@@ -1,7 +1,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { TidemarkError } from '../../errors.js'
-import { openFileLog, type FileLog } from '../../log/file-log.js'
+import { openFileLog } from '../../log/file-log.js'
+import { checkFileLogExists, openLogForReading, SEGMENT_NAME } from '../../log/existing.js'
 import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, need, noMore, parse, print, UsageError, writeLine, type CliIO } from '../context.js'
 
 const USAGE = `usage:
@@ -20,28 +20,6 @@ const USAGE = `usage:
 
 info and tail open the log read-only: no lock is taken, nothing is created
 or repaired, and a running writer is not disturbed.`
-
-const SEGMENT = /^\d{20}\.seg$/
-
-/** Refuses a path that holds no file log (the log would read it as an empty one), then opens it read-only. */
-export async function openLogForReading(dir: string): Promise<FileLog> {
-  await checkLogDir(dir)
-  return openFileLog(dir, { readOnly: true })
-}
-
-async function checkLogDir(dir: string): Promise<void> {
-  let names: string[]
-  try {
-    names = await readdir(dir)
-  } catch (err) {
-    const errno = (err as NodeJS.ErrnoException).code
-    if (errno !== 'ENOENT' && errno !== 'ENOTDIR') throw err
-    throw new TidemarkError('TIDEMARK_LOG_NOT_FOUND', `no file log at ${dir}: ${errno === 'ENOENT' ? 'it does not exist' : 'it is not a directory'}`, { cause: err, details: { path: dir } })
-  }
-  if (!names.some((n) => SEGMENT.test(n))) {
-    throw new TidemarkError('TIDEMARK_LOG_NOT_FOUND', `no file log at ${dir}: the directory holds no log segment (*.seg)`, { details: { path: dir } })
-  }
-}
 
 function entryJson(revision: bigint, data: Uint8Array): Record<string, unknown> {
   const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
@@ -68,7 +46,7 @@ async function info(argv: string[], io: CliIO): Promise<number> {
   let result
   try {
     const [oldest, tail] = [await log.oldest(), await log.tail()]
-    const segments = (await readdir(dir)).filter((n) => SEGMENT.test(n))
+    const segments = (await readdir(dir)).filter((n) => SEGMENT_NAME.test(n))
     let bytes = 0
     for (const name of segments) bytes += (await stat(join(dir, name))).size
     result = { dir, oldest, tail, entries: tail - oldest, segments: segments.length, bytes }
@@ -122,7 +100,7 @@ async function append(argv: string[], io: CliIO): Promise<number> {
   const { positionals: [arg, ...data], values } = parsed
   const dir = need(arg, '<log-dir>')
   // Refused before anything is written: a mistyped path must not become a new log.
-  if (values.create !== true) await checkLogDir(dir)
+  if (values.create !== true) await checkFileLogExists(dir)
   const entries = data.length > 0 ? data : await stdinLines(io)
   if (entries.length === 0) throw new UsageError('nothing to append: give DATA arguments or lines on stdin')
   const log = await openFileLog(dir)

@@ -11,7 +11,7 @@ import type { StateDefinition } from '../../store/state.js'
 import {
   bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, writeLine, type CliIO,
 } from '../context.js'
-import { openLogForReading } from './log.js'
+import { openLogForReading } from '../../log/existing.js'
 import { progressReporter } from '../progress.js'
 import { withReadOnlyStore } from '../read-only-store.js'
 import { readState, type StateRecord } from '../state-reader.js'
