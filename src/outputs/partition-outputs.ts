@@ -41,6 +41,8 @@ export class PartitionOutputs {
   #publisher: OutboxPublisher | undefined
   /** Records and bytes emitted per event offset, not committed yet, oldest first. */
   readonly #uncommitted: Array<{ offset: bigint; records: number; bytes: number }> = []
+  /** upstreamKey() of this partition, the start of every id it emits: set by the first put, once formatRecordId() accepted the fields. */
+  #idPrefix: string | undefined
 
   constructor(options: PartitionOutputsOptions) {
     this.#o = options
@@ -86,6 +88,8 @@ export class PartitionOutputs {
 
   /** The emit of the event at `offset`, writing through `tx`. */
   scope(tx: Transaction, offset: bigint): EmitContext {
+    // Without outputs every event shares one: its emit only throws.
+    if (this.#o.outputs === undefined) return WITHOUT_OUTPUTS
     return new EmitScope(this, tx, offset)
   }
 
@@ -94,24 +98,43 @@ export class PartitionOutputs {
    * dedupe accepts; `idOf` reads an event's `tidemark-id` header. Without
    * outputs and dedupe the handler is returned as it is.
    */
-  wrap<E, C extends { readonly offset: bigint }>(
-    handler: (tx: Transaction, event: E, context: C & EmitContext) => void | Promise<void>,
+  wrap<E>(
+    handler: (tx: Transaction, event: E, context: HandlerContext & EmitContext) => void | Promise<void>,
     idOf: (event: E) => unknown,
-  ): (tx: Transaction, event: E, context: C) => void | Promise<void> {
-    // Without outputs the context still has an emit, one that says what is
-    // missing (a bare "ctx.emit is not a function" names nothing to fix).
-    if (!this.enabled) return (tx, event, context) => handler(tx, event, { ...context, emit: emitWithoutOutputs })
+  ): (tx: Transaction, event: E, context: HandlerContext) => void | Promise<void> {
+    if (!this.enabled) {
+      // Without outputs the context still has an emit, one that says what is
+      // missing (a bare "ctx.emit is not a function" names nothing to fix).
+      // One context serves every event, so that this costs a job nothing per
+      // event: the runtime runs the handler for one event at a time.
+      const shared = new ContextWithoutOutputs()
+      return (tx, event, context) => {
+        shared.topic = context.topic
+        shared.partition = context.partition
+        shared.offset = context.offset
+        return handler(tx, event, shared)
+      }
+    }
     return (tx, event, context) => {
       if (this.dedupe && !this.accept(tx, idOf(event))) return undefined
-      const scope = new EmitScope(this, tx, context.offset)
-      return handler(tx, event, { ...context, emit: (record: OutputRecord) => scope.emit(record) })
+      // The context and its emit in one object per event.
+      return handler(tx, event, new HandlerScope(this, tx, context))
     }
   }
 
   /** @internal Puts one record into the outbox of `tx`; returns its id. */
   put(tx: Transaction, offset: bigint, index: number, record: OutputRecord): string {
     if (this.#o.outputs === undefined) emitWithoutOutputs()
-    const id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
+    let id: string
+    if (this.#idPrefix !== undefined) {
+      // What formatRecordId() returns, without its checks and its two
+      // encodeURIComponent() per emit: job, topic and partition passed them,
+      // offsets come from the log and EmitScope bounds the index.
+      id = `${this.#idPrefix}:${offset}:${index}`
+    } else {
+      id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
+      this.#idPrefix = upstreamKey(this.#o.job, this.#o.topic, this.#o.partition)
+    }
     const bytes = encodeOutboxRecord(checkRecord(record, id, this.#o.outputs?.sink))
     tx.value(OUTBOX_STATE).put(outboxKey(this.#o.topic, this.#o.partition, offset, index), bytes)
     const last = this.#uncommitted.at(-1)
@@ -190,6 +213,26 @@ function emitWithoutOutputs(): never {
   throw new TypeError('ctx.emit(): options.outputs is not set; emit needs outputs: { sink } in the job\'s options (docs/outputs.md)')
 }
 
+/** The context a runtime gives a handler (the runtime's EventContext). */
+export interface HandlerContext {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: bigint
+}
+
+const WITHOUT_OUTPUTS: EmitContext = Object.freeze({ emit: emitWithoutOutputs })
+
+/** A handler's context without outputs: the fields are set per event, emit throws. */
+class ContextWithoutOutputs implements HandlerContext, EmitContext {
+  topic = ''
+  partition = 0
+  offset = 0n
+
+  emit(): never {
+    return emitWithoutOutputs()
+  }
+}
+
 /** The emit of one event: ids are (job, source partition, offset, index) with index counting this event's emits. */
 class EmitScope implements EmitContext {
   readonly #outputs: PartitionOutputs
@@ -203,11 +246,27 @@ class EmitScope implements EmitContext {
     this.#offset = offset
   }
 
-  emit(record: OutputRecord): string {
+  // A field, not a method: a handler may take emit out of its context
+  // (README: `(tx, event, { offset, emit }) => ...`).
+  readonly emit = (record: OutputRecord): string => {
     if (this.#index > MAX_U32) throw new RangeError(`an event may emit at most ${MAX_U32 + 1} records`)
     const id = this.#outputs.put(this.#tx, this.#offset, this.#index, record)
     this.#index++
     return id
+  }
+}
+
+/** A handler's context with the emit of its event. */
+class HandlerScope extends EmitScope implements HandlerContext {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: bigint
+
+  constructor(outputs: PartitionOutputs, tx: Transaction, context: HandlerContext) {
+    super(outputs, tx, context.offset)
+    this.topic = context.topic
+    this.partition = context.partition
+    this.offset = context.offset
   }
 }
 

@@ -1,4 +1,5 @@
 import { isTidemarkError, TidemarkError } from '../errors.js'
+import { prefixEnd } from '../store/keys.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { ResolvedOutputs } from './options.js'
 import { decodeOutboxRecord } from './record.js'
@@ -73,7 +74,7 @@ export class OutboxPublisher {
 
   /** Counts what the store's outbox holds (after a restart or a restore: what was not confirmed) and starts delivering it. */
   async start(): Promise<void> {
-    for await (const [, value] of this.#store.transaction().value(OUTBOX_STATE).entries()) {
+    for await (const [, value] of this.#store.scan({ gte: OUTBOX_STATE.prefix, lt: OUTBOX_END, reverse: false })) {
       this.#records++
       this.#bytes += value.byteLength
     }
@@ -251,8 +252,14 @@ export class OutboxPublisher {
 
   async #read(): Promise<Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>> {
     const out: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }> = []
-    for await (const [key, value] of this.#store.transaction().value(OUTBOX_STATE).entries({ limit: this.#o.maxBatchRecords, ...(this.#after === undefined ? {} : { gt: this.#after }) })) {
-      out.push({ key, bytes: value.byteLength, record: decodeOutboxRecord(value) })
+    const prefix = OUTBOX_STATE.prefix
+    // The store's own range scan: a fresh transaction's entries() has no
+    // writes to lay over it, and cost two more async generators and a key
+    // copy per record. After #after: its key followed by a zero byte.
+    const gte = this.#after === undefined ? prefix : Buffer.concat([prefix, this.#after, ZERO])
+    for await (const [key, value] of this.#store.scan({ gte, lt: OUTBOX_END, reverse: false })) {
+      out.push({ key: key.subarray(prefix.length), bytes: value.byteLength, record: decodeOutboxRecord(value) })
+      if (out.length >= this.#o.maxBatchRecords) break
     }
     return out
   }
@@ -263,6 +270,10 @@ export class OutboxPublisher {
     this.#onStoreFailed(error)
   }
 }
+
+/** Where the outbox state's keys end. */
+const OUTBOX_END = prefixEnd(OUTBOX_STATE.prefix)
+const ZERO = Buffer.of(0)
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve()

@@ -364,6 +364,11 @@ export class PartitionStore implements TransactionHost {
   }
 
   /** @internal */
+  caches(def: StateDefinition): boolean {
+    return this.#options.valueCacheBytes > 0 && this.#states.get(def.name)?.uncached !== true
+  }
+
+  /** @internal */
   cached(id: string): unknown {
     const v = this.#values.get(id)
     return v !== undefined ? (v === ABSENT ? undefined : v) : NOT_CACHED
@@ -491,9 +496,14 @@ export class PartitionStore implements TransactionHost {
     return run
   }
 
-  /** The cache follows a commit: decoded primitives and deletes are kept, anything else is dropped. */
+  /**
+   * The cache follows a commit: decoded primitives and deletes are kept,
+   * anything else is dropped. Writes of an uncachedState() are passed over:
+   * none of its keys is ever in the cache.
+   */
   #noteCommitted(writes: Map<string, PendingWrite>): void {
     for (const [id, w] of writes) {
+      if (!w.cache) continue
       if (w.exact) this.#setValue(id, w.decoded)
       else if (w.value === undefined) this.#setValue(id, ABSENT)
       else this.#dropValue(id)

@@ -12,6 +12,8 @@ interface StateBase<V, K> {
   readonly prefix: Buffer
   /** Phantom field that carries the key type for inference; never set. */
   readonly __key?: K
+  /** @internal Set by uncachedState(): the store's value cache never holds this state's values. */
+  readonly uncached?: true
 }
 
 /** key -> value. Keys of one state scan in byte order. */
@@ -29,6 +31,17 @@ export interface MapState<V, K extends string | Uint8Array = string, S extends s
 export type StateDefinition = ValueState<unknown, string | Uint8Array> | MapState<unknown, string | Uint8Array, string | Uint8Array>
 
 const MAX_NAME_BYTES = 255
+
+/**
+ * @internal The same state with the store's value cache off. For Tidemark's
+ * own states whose keys are written once and deleted soon (the outbox): their
+ * writes and deletes would cost a cache entry each and push the hot keys of
+ * the job's states out. Which definition the store was opened with decides.
+ */
+export function uncachedState<D extends StateDefinition>(def: D): D {
+  const copy: D = { ...def, uncached: true }
+  return Object.freeze(copy)
+}
 
 function checkName(name: unknown): string {
   if (typeof name !== 'string' || name.length === 0 || Buffer.byteLength(name) > MAX_NAME_BYTES) {

@@ -17,6 +17,8 @@ export interface TransactionHost {
   quiescedError(): Error
   /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
   keyIds(def: StateDefinition): Map<string, string>
+  /** Whether the value cache may hold this state's values: false for an uncachedState() (by the definition the store was opened with). */
+  caches(def: StateDefinition): boolean
   cached(id: string): unknown
   /** Offers the store a committed value just read (in the same tick as the read). */
   remember(id: string, value: unknown): void
@@ -46,6 +48,8 @@ export interface PendingWrite {
    * overwrites it.
    */
   exact: boolean
+  /** false: the store's value cache is not told of this write (its state is an uncachedState()). */
+  cache: boolean
 }
 
 /** What a pending write stores: bytes, JSON text, or undefined for a delete. */
@@ -205,6 +209,7 @@ export class Transaction {
     }
     const what = (key: K) => (): string => `state ${def.name} key ${describeKey(key)}`
     const json = isJsonCodec(def.codec as Codec<unknown>)
+    const cache = this.#host.caches(def as StateDefinition)
     // This transaction's writes of this state by string key: an index into
     // #writes (the same objects, changed in place), so that a key written
     // earlier in the batch is read and written again with one lookup by the
@@ -217,7 +222,7 @@ export class Transaction {
       get: (key) => {
         try {
           const w = ownWrite(key)
-          const r = w !== undefined ? this.#readPending(def, w, what, key) : this.#get(def, json, idOf(key), what, key)
+          const r = w !== undefined ? this.#readPending(def, w, what, key) : this.#get(def, json, cache, idOf(key), what, key)
           return r instanceof Promise ? r : Promise.resolve(r)
         } catch (err) {
           return Promise.reject(err)
@@ -225,14 +230,14 @@ export class Transaction {
       },
       getSync: (key) => {
         const w = ownWrite(key)
-        return w !== undefined ? this.#readPending(def, w, what, key) : this.#getSync(def, json, idOf(key), what, key)
+        return w !== undefined ? this.#readPending(def, w, what, key) : this.#getSync(def, json, cache, idOf(key), what, key)
       },
       put: (key, value) => {
         const w = ownWrite(key)
-        if (w === undefined) index(key, this.#putValue(def, json, idOf(key), value, what, key))
-        else this.#putValue(def, json, w, value, what, key)
+        if (w === undefined) index(key, this.#putValue(def, json, cache, idOf(key), value, what, key))
+        else this.#putValue(def, json, cache, w, value, what, key)
       },
-      delete: (key) => index(key, this.#put(idOf(key), undefined, undefined, false)),
+      delete: (key) => index(key, this.#put(idOf(key), undefined, undefined, false, cache)),
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
     this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
@@ -250,16 +255,17 @@ export class Transaction {
     const idOf = (pair: readonly [K, S]): string => bufferId(baseOf(pair[0])) + (asciiId('', pair[1], max) ?? bufferId(keyBytes(pair[1], `sub-key of state ${def.name}`, max)))
     const what = (pair: readonly [K, S]) => (): string => `state ${def.name} key ${describeKey(pair[0])} sub-key ${describeKey(pair[1])}`
     const json = isJsonCodec(def.codec as Codec<unknown>)
+    const cache = this.#host.caches(def as StateDefinition)
     const view: MapView<V, K, S> = {
-      get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, idOf(pair), what, pair) }),
-      getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, idOf(pair), what, pair) },
-      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, idOf(pair), value, what, pair) },
-      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false),
+      get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, cache, idOf(pair), what, pair) }),
+      getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, cache, idOf(pair), what, pair) },
+      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, cache, idOf(pair), value, what, pair) },
+      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false, cache),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
         const base = baseOf(key)
         const range: ByteRange = { gte: base, lt: prefixEnd(base), reverse: false }
-        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false)
+        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false, cache)
       },
     }
     this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
@@ -341,11 +347,11 @@ export class Transaction {
     return undefined
   }
 
-  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
+  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
     const pending = this.#pending(id)
     if (pending !== undefined) return this.#readPending(def, pending, what, q)
     if (json) {
-      const hit = this.#host.cached(id)
+      const hit = cache ? this.#host.cached(id) : NOT_CACHED
       if (hit !== NOT_CACHED) return hit as V | undefined
       const text = this.#host.readText(id)
       if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : this.#parseStored<V, Q>(def, id, t, what, q)))
@@ -355,7 +361,7 @@ export class Transaction {
       // and only what a read found: keeping misses churned the cache for every
       // new key of a stream. Same tick as the read, so a commit that completes
       // later overwrites it.
-      if (jsonExact(value)) this.#host.remember(id, value)
+      if (cache && jsonExact(value)) this.#host.remember(id, value)
       return value
     }
     const bytes = this.#host.read(keyOfId(id))
@@ -376,11 +382,11 @@ export class Transaction {
     return decodeWith(def.codec, bytes, what(q))
   }
 
-  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined {
+  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined {
     // Only a read that must go to LevelDB can find it closed; pending writes
     // and the value cache answer at any time.
-    if (!this.#host.readable() && this.#pending(id) === undefined && (!json || this.#host.cached(id) === NOT_CACHED)) throw this.#host.quiescedError()
-    return this.#get(def, json, id, what, q) as V | undefined
+    if (!this.#host.readable() && this.#pending(id) === undefined && (!json || !cache || this.#host.cached(id) === NOT_CACHED)) throw this.#host.quiescedError()
+    return this.#get(def, json, cache, id, what, q) as V | undefined
   }
 
   /**
@@ -389,7 +395,7 @@ export class Transaction {
    * encoded before anything changes, so a value that fails leaves the
    * transaction as it was.
    */
-  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q): PendingWrite {
+  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q): PendingWrite {
     this.#checkOpen()
     let bytes: Buffer | string | undefined
     let exact = false
@@ -398,7 +404,7 @@ export class Transaction {
     // into text once at commit (pendingValue) instead of at every put.
     else if (jsonExact(value)) exact = true
     else bytes = jsonText(value, what, q)
-    if (typeof target === 'string') return this.#put(target, bytes, value, exact)
+    if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache)
     target.value = bytes
     target.decoded = value
     target.exact = exact
@@ -414,13 +420,13 @@ export class Transaction {
   }
 
   /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. Returns the write. */
-  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean): PendingWrite {
+  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean, cache: boolean): PendingWrite {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
-    // only while it is open.
+    // only while it is open. `cache` never changes: an id belongs to one state.
     const w = this.#writes.get(id)
     if (w === undefined) {
-      const created = { value, decoded, exact }
+      const created = { value, decoded, exact, cache }
       this.#writes.set(id, created)
       return created
     }

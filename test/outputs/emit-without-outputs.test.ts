@@ -33,6 +33,29 @@ describe('ctx.emit without options.outputs', () => {
     await log.close()
   })
 
+  it('PartitionProcessor: each event\'s context holds its topic, partition and offset, and an emit taken out of it throws the same TypeError', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 3)
+    const seen: string[] = []
+    const p = new PartitionProcessor<{ word: string }>({
+      job: 'no-outputs', topic: 'words', partition: 0, log, path: join(dir, 'store'), states: [counts],
+      handler: async (_tx, { word }, ctx) => {
+        const { topic, partition, offset, emit } = ctx
+        // Across an await inside the handler the context still describes its event.
+        await Promise.resolve()
+        seen.push(`${topic}/${partition}@${offset} ${ctx.offset}`)
+        if (offset === 2n) emit({ topic: 'counts', key: word, value: '1' })
+      },
+    })
+    await p.start()
+    const error = emitError(await p.catchUp().then(() => undefined, (e: unknown) => e))
+    expect(error).toBeInstanceOf(TypeError)
+    expect((error as Error).message).toMatch(NOT_SET)
+    expect(seen).toEqual(['words/0@0 0', 'words/0@1 1', 'words/0@2 2'])
+    await p.close()
+    await log.close()
+  })
+
   it('StatefulConsumer: the partition fails with a TypeError saying options.outputs is not set', async () => {
     const { brokers } = kafkaService()
     const { producer } = await openProducer(brokers)

@@ -1,9 +1,12 @@
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
 import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
+import { consumerOptions, openProducer, produceWords, type WordEvent } from '../kafka-consumer/fixture.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
-import { tempDir } from '../helpers/tmp.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
 import { counter, counts, wordLog } from './fixtures.js'
 
 /** A sink that never confirms: everything stays in the outbox (and close() stops waiting for it at once). */
@@ -101,5 +104,62 @@ describe('outbox', () => {
     expect(await outboxOf(join(dir, 'c', 'counter'))).toEqual(a)
     expect(await outboxOf(join(dir, 'b', 'counter'))).toEqual(a)
     await log.close()
+  })
+
+  it('a handler may take topic, partition, offset and emit out of its context (the README\'s handler form)', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 3)
+    const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+    const p = counter(dir, log, { sink }, {
+      handler: (_tx, { word }, { topic, partition, offset, emit }) => {
+        emit({ topic: 'counts', key: word, value: `${topic}/${partition}@${offset}` })
+        emit({ topic: 'counts', key: word, value: 'second' })
+      },
+    })
+    await p.start()
+    expect(await p.catchUp()).toBe(3)
+    await p.flushOutputs()
+    await p.close()
+    await sink.close()
+    const out = await openFileLog(join(dir, 'out', 'counts'))
+    const codec = outboxRecordCodec()
+    const got: string[] = []
+    for await (const e of out.read(0n)) {
+      const r = codec.decode(e.data)
+      got.push(`${r.id} ${r.value!.toString()}`)
+    }
+    const id = (offset: bigint, index: number): string => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset, index })
+    expect(got).toEqual([0n, 1n, 2n].flatMap((o) => [`${id(o, 0)} words/0@${o}`, `${id(o, 1)} second`]))
+    await out.close()
+    await log.close()
+  })
+
+  it('StatefulConsumer: a handler may take emit out of its context', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('emit-detached')
+    await produceWords(producer, topic, [0], 5)
+    const sink = fileLogSink({ dir: tempDir(), fileLog: { sync: false } })
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir() }, {
+      outputs: { sink },
+      handler: (_tx, record, { emit }) => { emit({ topic: 'counts', key: record.key, value: '1' }) },
+    }))
+    onTestFinished(async () => {
+      await consumer.close()
+      await sink.close()
+    })
+    const outcome = new Promise<unknown>((resolve) => {
+      let n = 0
+      consumer.on('outputs', ({ event }) => { if (event.type === 'delivered' && (n += event.records) === 5) resolve('delivered') })
+      consumer.on('partition-failed', (f) => resolve(f.error))
+    })
+    await consumer.start()
+    expect(await outcome).toBe('delivered')
+  })
+
+  it('the outbox and dedupe states stay out of the store\'s value cache', () => {
+    expect(OUTBOX_STATE.uncached).toBe(true)
+    expect(DEDUPE_STATE.uncached).toBe(true)
   })
 })

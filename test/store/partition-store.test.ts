@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import {
   PartitionStore, TidemarkError, customCodec, mapState, rawCodec, valueState, type PartitionStoreOptions,
 } from '../../src/index.js'
+import { uncachedState } from '../../src/store/state.js'
 import { interceptNextBatchWrite } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
 
@@ -618,6 +619,45 @@ describe('value cache', () => {
       for (let i = 0; i < 100; i++) expect(await read.value(counts).get(`k${i}`)).toBe(i)
     }
     await expect(openStore({ path: tempDir(), valueCacheBytes: -1 })).rejects.toThrow(/valueCacheBytes/)
+  })
+
+  it('an uncachedState() never enters it: its writes and deletes leave the entries of other states in place', async () => {
+    const once = uncachedState(valueState<number>('once'))
+    // About 24 entries fit: 100 cached writes of `once` would push `a` out.
+    const store = await openStore({ path: tempDir(), states: [counts, once], valueCacheBytes: 2000 })
+    const tx = store.transaction()
+    tx.value(counts).put('a', 1)
+    await tx.commitWithoutPosition()
+    expect(await store.transaction().value(counts).get('a')).toBe(1)
+    for (const write of ['put', 'delete'] as const) {
+      const churn = store.transaction()
+      for (let i = 0; i < 100; i++) {
+        if (write === 'put') churn.value(once).put(`k${i}`, i)
+        else if (i % 2 === 0) churn.value(once).delete(`k${i}`)
+      }
+      await churn.commitWithoutPosition()
+    }
+    // LevelDB point reads, counted by wrapping the one call the store makes.
+    const original = ClassicLevel.prototype.getSync
+    let reads = 0
+    ClassicLevel.prototype.getSync = function (this: ClassicLevel, ...args: Parameters<typeof original>) {
+      reads++
+      return original.apply(this, args)
+    } as typeof original
+    try {
+      const r = store.transaction()
+      expect(r.value(counts).getSync('a')).toBe(1)
+      expect(reads).toBe(0)
+      // Nor does a read of it enter the cache: each goes to LevelDB.
+      for (let n = 1; n <= 2; n++) {
+        const again = store.transaction()
+        expect(again.value(once).getSync('k1')).toBe(1)
+        expect(again.value(once).getSync('k2')).toBeUndefined()
+        expect(reads).toBe(2 * n)
+      }
+    } finally {
+      ClassicLevel.prototype.getSync = original
+    }
   })
 
   it('non-ASCII and byte keys address the same entries as they did', async () => {
