@@ -293,15 +293,28 @@ interface Run {
   entries: ExpectedEntry[]
 }
 
-/** Consecutive entries of one object become one ranged read, up to rangeBytes. */
-function planRuns(manifest: SnapshotManifest, rangeBytes: number): Run[] {
+/** Runs are not cut below this to spread a small restore over the downloads: each request costs a round trip. */
+const MIN_SPLIT_BYTES = 4 * 1024 * 1024
+
+/**
+ * Consecutive entries of one object become one ranged read, up to
+ * rangeBytes, and up to half an even share of the total over `concurrency`
+ * (not below MIN_SPLIT_BYTES). A snapshot whose data sits in one or two
+ * large objects would otherwise download as one or two streams, each
+ * parsing, hashing and writing its bytes in turn while the other downloads
+ * stand idle (64 MiB restored in 1.4-1.8x the time of a raw download, 1.1-1.2x
+ * split); two runs per download keep the last ones to finish short.
+ */
+function planRuns(manifest: SnapshotManifest, rangeBytes: number, concurrency: number): Run[] {
+  const total = manifest.files.reduce((sum, f) => sum + TAR_BLOCK + paddedSize(f.size), 0)
+  const limit = Math.min(rangeBytes, Math.max(MIN_SPLIT_BYTES, Math.ceil(total / (2 * concurrency))))
   const runs: Run[] = []
   const files = [...manifest.files].sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : a.offset - b.offset))
   let run: Run | undefined
   for (const f of files) {
     const start = f.offset - TAR_BLOCK
     const end = f.offset + paddedSize(f.size)
-    if (run !== undefined && run.object === f.object && run.end === start && end - run.start <= rangeBytes) {
+    if (run !== undefined && run.object === f.object && run.end === start && end - run.start <= limit) {
       run.end = end
       run.entries.push(f)
     } else {
@@ -330,7 +343,7 @@ async function download(
   settings: Settings,
   emit: (event: RestoreEvent) => void,
 ): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number }> {
-  const runs = planRuns(manifest, settings.rangeBytes)
+  const runs = planRuns(manifest, settings.rangeBytes, settings.downloadConcurrency)
   const bytesTotal = runs.reduce((sum, r) => sum + (r.end - r.start), 0)
   emit({ type: 'snapshot-restoring', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
 
@@ -392,11 +405,18 @@ async function download(
       filesDone += run.entries.length
     })
     report(true)
-    await syncs?.drain()
-
-    // Before the store is opened: a restored store is Tidemark's like one it created.
-    await writeMarker(temp, 'store', settings.fsync)
-    const positions = await checkRestoredStore(temp, manifest)
+    // The files are synced while the store is checked: opening it only reads
+    // them (what LevelDB writes on open it syncs itself), and both must
+    // succeed before anything is installed.
+    const [, checked] = await Promise.allSettled([
+      syncs?.drain(),
+      (async () => {
+        // Before the store is opened: a restored store is Tidemark's like one it created.
+        await writeMarker(temp, 'store', settings.fsync)
+        return checkRestoredStore(temp, manifest)
+      })(),
+    ]).then(firstFailure)
+    const positions = checked as Position[]
     if (settings.fsync) await fsyncDir(temp)
     await install(temp, target, local, emit)
     return { positions, bytesDownloaded, bytesTotal, files: manifest.files.length }
@@ -407,8 +427,14 @@ async function download(
   }
 }
 
-/** libuv's thread pool has four threads; at the end nothing else needs them. */
-const FSYNC_CONCURRENCY = 4
+/** The values of settled promises, or the first failure among them (in their order). */
+function firstFailure(results: ReadonlyArray<PromiseSettledResult<unknown>>): unknown[] {
+  for (const r of results) if (r.status === 'rejected') throw r.reason
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value)
+}
+
+/** libuv's thread pool has four threads: one stays free for the store check that runs beside the syncs. */
+const FSYNC_CONCURRENCY = 3
 /** Written files held open before syncing starts anyway, which bounds the descriptors a large store takes. */
 const MAX_UNSYNCED_FILES = 1024
 
