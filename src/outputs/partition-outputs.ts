@@ -105,15 +105,10 @@ export class PartitionOutputs {
     if (!this.enabled) {
       // Without outputs the context still has an emit, one that says what is
       // missing (a bare "ctx.emit is not a function" names nothing to fix).
-      // One context serves every event, so that this costs a job nothing per
-      // event: the runtime runs the handler for one event at a time.
-      const shared = new ContextWithoutOutputs()
-      return (tx, event, context) => {
-        shared.topic = context.topic
-        shared.partition = context.partition
-        shared.offset = context.offset
-        return handler(tx, event, shared)
-      }
+      // A context of its own per event (one small object), never one reused:
+      // a handler may keep its context past its return (a closure, an async
+      // step) and must still see its own event's coordinates.
+      return (tx, event, context) => handler(tx, event, new ContextWithoutOutputs(context.topic, context.partition, context.offset))
     }
     return (tx, event, context) => {
       if (this.dedupe && !this.accept(tx, idOf(event))) return undefined
@@ -224,9 +219,11 @@ const WITHOUT_OUTPUTS: EmitContext = Object.freeze({ emit: emitWithoutOutputs })
 
 /** A handler's context without outputs: the fields are set per event, emit throws. */
 class ContextWithoutOutputs implements HandlerContext, EmitContext {
-  topic = ''
-  partition = 0
-  offset = 0n
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly offset: bigint,
+  ) {}
 
   emit(): never {
     return emitWithoutOutputs()

@@ -37,9 +37,11 @@ describe('ctx.emit without options.outputs', () => {
     const dir = tempDir()
     const log = await wordLog(join(dir, 'log'), 3)
     const seen: string[] = []
+    const kept: { offset: bigint }[] = []
     const p = new PartitionProcessor<{ word: string }>({
       job: 'no-outputs', topic: 'words', partition: 0, log, path: join(dir, 'store'), states: [counts],
       handler: async (_tx, { word }, ctx) => {
+        kept.push(ctx)
         const { topic, partition, offset, emit } = ctx
         // Across an await inside the handler the context still describes its event.
         await Promise.resolve()
@@ -52,6 +54,8 @@ describe('ctx.emit without options.outputs', () => {
     expect(error).toBeInstanceOf(TypeError)
     expect((error as Error).message).toMatch(NOT_SET)
     expect(seen).toEqual(['words/0@0 0', 'words/0@1 1', 'words/0@2 2'])
+    // A context kept past its handler's return still describes its own event.
+    expect(kept.map((c) => c.offset)).toEqual([0n, 1n, 2n])
     await p.close()
     await log.close()
   })
