@@ -46,19 +46,19 @@ describe("the AWS SDK's Node-version warning", () => {
     expect(stderr).not.toContain('NodeVersionSupportWarning')
   })
 
-  it.runIf(sdkWarns)('is printed for a plain S3Client of the same SDK (the test sees the warning it suppresses)', async () => {
+  it('is printed for a plain S3Client of the same SDK below Node.js 22, and not at all from 22 on (the test sees the warning it suppresses)', async () => {
     const stderr = await stderrOf(`
       import { S3Client } from '${sdk}'
       new S3Client({ region: 'us-east-1' })
     `)
-    expect(stderr).toContain('NodeVersionSupportWarning')
+    expect(stderr.includes('NodeVersionSupportWarning')).toBe(sdkWarns)
   })
 
-  it.runIf(sdkWarns)('a user who set the SDK switch to false keeps the warning', async () => {
+  it('a user who set the SDK switch to false keeps the warning (where the SDK prints one)', async () => {
     const stderr = await stderrOf(`
       import { S3SnapshotStore } from '${connector}'
       new S3SnapshotStore({ bucket: 'quiet-sdk', region: 'us-east-1' })
     `, { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'false' })
-    expect(stderr).toContain('NodeVersionSupportWarning')
+    expect(stderr.includes('NodeVersionSupportWarning')).toBe(sdkWarns)
   })
 })
