@@ -1,41 +1,13 @@
-import { execFile } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { tempDir } from '../helpers/tmp.js'
+import { withoutPackage } from '../helpers/without-package.js'
 
-const run = promisify(execFile)
 const root = join(import.meta.dirname, '..', '..')
 
-/**
- * Runs `args` in a fresh Node process (through tsx) in which the AWS SDK is
- * not installed: a module hook fails its resolution exactly as Node does for
- * a package that is absent (ERR_MODULE_NOT_FOUND); every other module is the
- * real one. npm run test:package checks the same in an app that lacks it.
- */
-async function withoutSdk(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const dir = tempDir('tidemark-nosdk-')
-  await writeFile(join(dir, 'hooks.mjs'), `
-    export async function resolve(specifier, context, next) {
-      if (specifier === '@aws-sdk/client-s3') {
-        const error = new Error("Cannot find package '@aws-sdk/client-s3' imported from " + context.parentURL)
-        error.code = 'ERR_MODULE_NOT_FOUND'
-        throw error
-      }
-      return next(specifier, context)
-    }
-  `)
-  await writeFile(join(dir, 'register.mjs'), `import { register } from 'node:module'\nregister('./hooks.mjs', import.meta.url)\n`)
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, '--import', 'tsx', ...args], { cwd: root })
-    return { code: 0, stdout, stderr }
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
+const withoutSdk = (args: string[]): ReturnType<typeof withoutPackage> => withoutPackage('@aws-sdk/client-s3', args)
 
 describe('without the optional AWS SDK', () => {
   it("openSnapshotStore('s3://...') fails with TIDEMARK_DFS_CLIENT_MISSING naming what to install; file:// stores work", async () => {
