@@ -42,6 +42,23 @@ describe('dedupe on input', () => {
     await log.close()
   })
 
+  it('off by default: on a plain source, records carrying tidemark-id headers (repeated ids, junk ids) all reach the handler', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(join(dir, 'log'), { sync: false })
+    for (let i = 0; i < 5; i++) await log.append(upstream('a', 0, i))
+    for (let i = 0; i < 5; i++) await log.append(upstream('a', 0, i))
+    await log.append(encodeOutboxRecord({ id: 'junk', topic: 'counts', partition: -1, key: null, value: Buffer.from(JSON.stringify({ word: 'w', delta: 1 })), headers: { 'tidemark-id': Buffer.from('not an id') } }))
+    const p = summer(dir, log, { dedupe: undefined })
+    const skipped: string[] = []
+    p.on('outputs', (e: OutputsEvent) => { if (e.type === 'duplicate-skipped') skipped.push(e.id) })
+    await p.start()
+    expect(await p.catchUp()).toBe(11)
+    expect(await readCounts(p)).toEqual({ w: 11 })
+    expect(skipped).toEqual([])
+    await p.close()
+    await log.close()
+  })
+
   it('the watermark commits with the batch: a failed commit moves neither, and the retry applies each record once', async () => {
     const dir = tempDir()
     const log = await openFileLog(join(dir, 'log'), { sync: false })
