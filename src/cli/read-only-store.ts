@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { TidemarkError } from '../errors.js'
 import { PartitionStore } from '../store/partition-store.js'
+import type { StateDefinition } from '../store/state.js'
 import { errnoOf, inspectStoreDir } from '../store/store-dir.js'
 
 /** Files of a store that a reader's copy leaves out: LevelDB's lock and its text log. */
@@ -41,12 +42,7 @@ export async function withReadOnlyStore<T>(path: string, fn: (store: PartitionSt
   try {
     const copy = join(temp, 'store')
     await copyStore(path, copy)
-    const store = await PartitionStore.open({ path: copy, create: false })
-    try {
-      return await fn(store)
-    } finally {
-      await store.close()
-    }
+    return await withOpenStore(copy, undefined, fn)
   } finally {
     await rm(temp, { recursive: true, force: true })
   }
@@ -75,5 +71,15 @@ async function copyStore(from: string, to: string): Promise<void> {
       }
       throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot read partition store ${from}: ${(err as Error).message}`, { cause: err, details: { path: from } })
     }
+  }
+}
+
+/** Opens an existing store (never creating one), runs `fn` on it and closes it, whatever `fn` does. */
+export async function withOpenStore<T>(path: string, states: readonly StateDefinition[] | undefined, fn: (store: PartitionStore) => Promise<T>): Promise<T> {
+  const store = await PartitionStore.open({ path, create: false, ...(states === undefined ? {} : { states }) })
+  try {
+    return await fn(store)
+  } finally {
+    await store.close()
   }
 }

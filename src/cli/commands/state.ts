@@ -6,14 +6,14 @@ import { restoreToPoint } from '../../runtime/point-in-time.js'
 import type { EventHandler } from '../../runtime/partition-synchronizer.js'
 import { restoreSnapshot } from '../../snapshot/restore.js'
 import type { Codec } from '../../store/codec.js'
-import { PartitionStore } from '../../store/partition-store.js'
+import type { PartitionStore } from '../../store/partition-store.js'
 import type { StateDefinition } from '../../store/state.js'
 import {
   bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, writeLine, type CliIO,
 } from '../context.js'
 import { openLogForReading } from '../../log/existing.js'
 import { progressReporter } from '../progress.js'
-import { withReadOnlyStore } from '../read-only-store.js'
+import { withOpenStore, withReadOnlyStore } from '../read-only-store.js'
 import { readState, type StateRecord } from '../state-reader.js'
 
 const USAGE = `usage:
@@ -130,12 +130,7 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
           progress.stop()
         }
       }
-      const store = await PartitionStore.open({ path, create: false, states })
-      try {
-        return await fn(store)
-      } finally {
-        await store.close()
-      }
+      return await withOpenStore(path, states, fn)
     } finally {
       await rm(temp, { recursive: true, force: true })
     }
