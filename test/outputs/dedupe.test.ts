@@ -2,9 +2,8 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { openFileLog, PartitionStore, valueState } from '../../src/index.js'
 import { DEDUPE_STATE, encodeOutboxRecord, formatRecordId, OUTBOX_STATE, readDedupeWatermarks, type OutputsEvent } from '../../src/outputs/index.js'
-import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
-import { counts, readCounts, summer } from './fixtures.js'
+import { catchUpFailingAtWrite, counts, readCounts, summer } from './fixtures.js'
 
 /** An upstream record as a file-log sink writes it. */
 function upstream(job: string, partition: number, offset: number, index = 0): Buffer {
@@ -63,15 +62,7 @@ describe('dedupe on input', () => {
     const dir = tempDir()
     const log = await openFileLog(join(dir, 'log'), { sync: false })
     for (let i = 0; i < 100; i++) await log.append(upstream('a', 0, i))
-    const restore = interceptBatchWrites((n, real) => (n === 2 ? Promise.reject(new Error('crash')) : real()))
-    const p = summer(dir, log)
-    try {
-      await p.start()
-      await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
-    } finally {
-      restore()
-    }
-    await p.close()
+    await catchUpFailingAtWrite(summer(dir, log), 2)
     const store = await PartitionStore.open({ path: join(dir, 'summer'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
     expect(store.position('counts', 0)).toBe(39n)
     expect(await readDedupeWatermarks(store)).toEqual(new Map([['tm1:a:words:0', { offset: 39n, index: 0 }]]))

@@ -1,4 +1,6 @@
 import { join } from 'node:path'
+import { expect } from 'vitest'
+import { interceptBatchWrites } from '../helpers/faults.js'
 import { FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type FileLog } from '../../src/index.js'
 import { outboxRecordCodec, type OutboxRecord, type OutputsOptions } from '../../src/outputs/index.js'
 
@@ -54,4 +56,20 @@ export async function readCounts(p: PartitionProcessor<never> | PartitionProcess
   const out: Record<string, number> = {}
   for await (const [k, v] of p.store.transaction().value(counts).entries()) out[k] = v
   return out
+}
+
+/**
+ * Starts `p` and runs its catch-up with its `n`th LevelDB batch write failing
+ * (as a crash before that commit would): the catch-up must fail with
+ * TIDEMARK_COMMIT_FAILED; then closes it.
+ */
+export async function catchUpFailingAtWrite(p: { start(): Promise<unknown>; catchUp(): Promise<unknown>; close(): Promise<void> }, n: number): Promise<void> {
+  const restore = interceptBatchWrites((i, real) => (i === n ? Promise.reject(new Error('crash before the commit')) : real()))
+  try {
+    await p.start()
+    await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+  } finally {
+    restore()
+  }
+  await p.close()
 }

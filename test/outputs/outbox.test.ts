@@ -4,10 +4,9 @@ import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
 import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { consumerOptions, openProducer, produceWords, type WordEvent } from '../kafka-consumer/fixture.js'
-import { interceptBatchWrites } from '../helpers/faults.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { counter, counts, wordLog } from './fixtures.js'
+import { catchUpFailingAtWrite, counter, counts, wordLog } from './fixtures.js'
 
 /** A sink that never confirms: everything stays in the outbox (and close() stops waiting for it at once). */
 const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })
@@ -50,15 +49,7 @@ describe('outbox', () => {
     const dir = tempDir()
     const log = await wordLog(join(dir, 'log'), 300)
     // The third batch write (events 100..149) fails: as a crash before the commit would.
-    const restore = interceptBatchWrites((n, real) => (n === 3 ? Promise.reject(new Error('disk gone')) : real()))
-    const p = counter(dir, log, stalled(), { snapshots: undefined })
-    try {
-      await p.start()
-      await expect(p.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
-    } finally {
-      restore()
-    }
-    await p.close()
+    await catchUpFailingAtWrite(counter(dir, log, stalled(), { snapshots: undefined }), 3)
     const store = await PartitionStore.open({ path: join(dir, 'counter'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
     expect(store.position('words', 0)).toBe(99n)
     expect((await readOutbox(store)).map((r) => r.id)).toEqual(Array.from({ length: 100 }, (_, i) => `tm1:counter:words:0:${i}:0`))
