@@ -111,6 +111,8 @@ export class PartitionStore implements TransactionHost {
   /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
   readonly #values = new Map<string, unknown>()
   #valueBytes = 0
+  /** Position keys by sourceId (see #positionKey). */
+  readonly #positionKeys = new Map<string, Buffer>()
 
   private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>) {
     this.path = path
@@ -296,13 +298,13 @@ export class PartitionStore implements TransactionHost {
    * A point read that LevelDB returns as a UTF-8 string: for JSON states this
    * skips a Buffer per read, which is most of what a read costs beyond LevelDB.
    */
-  readText(id: string): string | undefined | Promise<string | undefined> {
+  readText(id: string, ascii: boolean): string | undefined | Promise<string | undefined> {
     this.#checkOpen()
-    if (!this.readable()) return this.#gate!.then(() => this.readText(id))
+    if (!this.readable()) return this.#gate!.then(() => this.readText(id, ascii))
     try {
       // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either,
       // and the read takes abstract-level's fast path for default encodings.
-      return ASCII.test(id) ? this.#db.getSync(id) : this.#db.getSync<Buffer, string>(keyOfId(id), BUFFER_KEY)
+      return ascii || ASCII.test(id) ? this.#db.getSync(id) : this.#db.getSync<Buffer, string>(keyOfId(id), BUFFER_KEY)
     } catch (cause) {
       throw this.#translate(cause, 'read')
     }
@@ -439,7 +441,7 @@ export class PartitionStore implements TransactionHost {
       try {
         for (const [id, w] of writes) {
           const value = pendingValue(w)
-          if (ASCII.test(id)) {
+          if (w.ascii || ASCII.test(id)) {
             if (value === undefined) batch.del(id)
             else if (typeof value === 'string') batch.put(id, value)
             else batch.put<string, Buffer>(id, value, BUFFER_VALUE)
@@ -450,7 +452,7 @@ export class PartitionStore implements TransactionHost {
             else batch.put<Buffer, Buffer>(key, value, BUFFERS)
           }
         }
-        for (const p of checked) batch.put<Buffer, Buffer>(positionKey(p.topic, p.partition), encodeOffset(p.offset), BUFFERS)
+        for (const p of checked) batch.put<Buffer, Buffer>(this.#positionKey(p), encodeOffset(p.offset), BUFFERS)
         await batch.write(this.#options.sync ? SYNC : EMPTY)
       } catch (cause) {
         await batch.close().catch(() => undefined)
@@ -462,6 +464,17 @@ export class PartitionStore implements TransactionHost {
   }
 
   // ---- internals ----
+
+  /** A source's position key, made once: LevelDB copies a key into the batch, so one Buffer serves every commit. */
+  #positionKey(p: Position): Buffer {
+    const id = sourceId(p.topic, p.partition)
+    let key = this.#positionKeys.get(id)
+    if (key === undefined) {
+      key = positionKey(p.topic, p.partition)
+      this.#positionKeys.set(id, key)
+    }
+    return key
+  }
 
   async #loadPositions(): Promise<void> {
     for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: POSITIONS_PREFIX, lt: prefixEnd(POSITIONS_PREFIX)! })) {
@@ -531,6 +544,8 @@ export class PartitionStore implements TransactionHost {
   }
 
   #dropValue(id: string): void {
+    // A store of objects keeps no values at all: no lookup per committed write.
+    if (this.#values.size === 0) return
     const old = this.#values.get(id)
     if (old === undefined) return
     this.#values.delete(id)
