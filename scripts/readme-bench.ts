@@ -1,0 +1,369 @@
+// Rewrites the block between <!-- bench:start --> and <!-- bench:end --> in
+// README.md from the result lines that the benches saved with saveFigures
+// (bench/_figures.ts: tmp/bench-figures/NAME.json, or BENCH_FIGURES_DIR), so
+// that no figure in the README is typed by hand: one row per bench with its
+// figures, each target met or **missed** as computed here from those figures,
+// and the command, date, Node version and load average that produced them. A
+// bench without a figure file is "not measured"; nothing is filled in.
+//
+//   npm run bench -- commit && npm run bench -- restore && … && npm run readme:bench
+//   npm run readme:bench -- [--figures DIR] [--readme FILE] [--requests FILE]
+//
+// The requests bench's line is read where it leaves it for readme:cost
+// (bench/.last-requests.json, or TIDEMARK_REQUESTS_FILE, or --requests).
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+
+const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
+export const START = '<!-- bench:start -->'
+export const END = '<!-- bench:end -->'
+
+export type Figures = Record<string, unknown>
+
+/**
+ * A target of an issue, checked against a figure (or a figure divided by
+ * another: `per`). The one place where the README's targets are written.
+ */
+export interface Target {
+  field: string
+  per?: string
+  op: '>=' | '<='
+  bound: number
+  issue: number
+}
+
+export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
+  commit: [{ field: 'ratio', op: '>=', bound: 0.95, issue: 12 }],
+  replay: [{ field: 'ratio', op: '>=', bound: 0.9, issue: 12 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 5 }],
+  snapshot: [
+    { field: 'stallMsP99', op: '<=', bound: 100, issue: 3 },
+    { field: 'incrementalUploadBytes', per: 'newTableBytes', op: '<=', bound: 2, issue: 3 },
+    { field: 'uploadMBps', per: 'rawPutMBps', op: '>=', bound: 0.8, issue: 3 },
+    { field: 'peakRssMB', op: '<=', bound: 256, issue: 3 },
+  ],
+  'snapshot-throttled': [{ field: 'stallMsP99', op: '<=', bound: 50, issue: 12 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 12 }],
+  restore: [
+    { field: 'ratio', op: '<=', bound: 1.1, issue: 12 },
+    { field: 'changelogRatio', op: '>=', bound: 5, issue: 12 },
+    { field: 'peakRssMB', op: '<=', bound: 256, issue: 3 },
+  ],
+  sync: [
+    { field: 'appendRatio1', op: '>=', bound: 0.8, issue: 12 },
+    { field: 'groupRatio4', op: '>=', bound: 2, issue: 12 },
+    { field: 'groupRatio4Processes', op: '>=', bound: 2, issue: 12 },
+  ],
+  partitions: [
+    { field: 'putRatio', op: '>=', bound: 0.8, issue: 12 },
+    { field: 'getRatio', op: '>=', bound: 0.8, issue: 12 },
+    { field: 'peakRssMB', op: '<=', bound: 384, issue: 12 },
+  ],
+  outputs: [{ field: 'emitRatio', op: '>=', bound: 0.7, issue: 9 }, { field: 'deliveryRatio', op: '>=', bound: 0.8, issue: 9 }],
+  requests: [
+    { field: 'putClassPerSnapshot', op: '<=', bound: 2, issue: 13 },
+    { field: 'getClassPerSnapshot', op: '<=', bound: 1, issue: 13 },
+    { field: 'listPerSnapshot', op: '<=', bound: 0, issue: 13 },
+  ],
+  // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
+  growth: [],
+}
+
+/**
+ * A figure by name: at the top of the saved result, or, when a bench saved
+ * several lines (an array such as `lines` or `results`), in the first of them
+ * that has it. Only a finite number counts.
+ */
+export function figure(f: Figures, name: string): number | undefined {
+  const found = lookup(f, name)
+  return typeof found === 'number' && Number.isFinite(found) ? found : undefined
+}
+
+function lookup(f: Figures, name: string): unknown {
+  if (name in f) return f[name]
+  for (const v of Object.values(f)) {
+    if (!Array.isArray(v)) continue
+    for (const item of v) if (item !== null && typeof item === 'object' && name in item) return (item as Figures)[name]
+  }
+  return undefined
+}
+
+function check(f: Figures, t: Target): { text: string; met?: boolean } {
+  const name = t.per === undefined ? `\`${t.field}\`` : `\`${t.field}\` ÷ \`${t.per}\``
+  const text = `${name} ${t.op === '>=' ? '≥' : '≤'} ${t.bound}`
+  const value = figure(f, t.field)
+  const per = t.per === undefined ? 1 : figure(f, t.per)
+  if (value === undefined || per === undefined || per === 0) return { text: `${text}: not measured` }
+  const x = value / per
+  const met = t.op === '>=' ? x >= t.bound : x <= t.bound
+  return { text: `${text}: ${met ? 'met' : '**missed**'}${t.per === undefined ? '' : ` (${round(x, 3)})`}`, met }
+}
+
+const round = (n: number, digits: number): number => Math.round(n * 10 ** digits) / 10 ** digits
+const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+const mb = (bytes: number): string => (bytes >= 1e6 ? `${round(bytes / 1e6, bytes >= 1e8 ? 0 : 1)} MB` : `${round(bytes / 1e3, 1)} kB`)
+
+/** `name` 0.93 (0.90–0.97, 7 rounds): a ratio with its spread when the bench gives one. */
+function ratio(f: Figures, name: string): string | undefined {
+  const r = figure(f, name)
+  if (r === undefined) return undefined
+  const lo = figure(f, `${name}Min`)
+  const hi = figure(f, `${name}Max`)
+  const rounds = figure(f, `${name}Rounds`) ?? (name === 'ratio' ? figure(f, 'rounds') : undefined)
+  const spread = [lo !== undefined && hi !== undefined ? `${lo}–${hi}` : undefined, rounds === undefined ? undefined : `${rounds} rounds`].filter((x) => x !== undefined)
+  return `\`${name}\` ${r}${spread.length > 0 ? ` (${spread.join(', ')})` : ''}`
+}
+
+/** A phrase built from figures: undefined (left out) when one of them is missing. */
+function phrase(f: Figures, names: readonly string[], text: (...xs: number[]) => string): string | undefined {
+  const xs = names.map((n) => figure(f, n))
+  return xs.every((x) => x !== undefined) ? text(...(xs as number[])) : undefined
+}
+
+const join2 = (parts: ReadonlyArray<string | undefined>): string => parts.filter((p) => p !== undefined).join('; ') || 'no known figure in the file'
+
+interface Row {
+  name: string
+  what: string
+  figures: (f: Figures) => string
+}
+
+const ROWS: readonly Row[] = [
+  {
+    name: 'commit',
+    what: 'read-modify-write of counters in batches, one commit per batch, vs the same reads and `db.batch` puts on classic-level; interleaved pairs',
+    figures: (f) => join2([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio')]),
+  },
+  {
+    name: 'replay',
+    what: 'events replayed onto a restored store vs a plain read + `JSON.parse` of the same log entries; interleaved pairs',
+    figures: (f) => join2([
+      phrase(f, ['eventsPerSec', 'rawReadPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`),
+      ratio(f, 'ratio'),
+      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+    ]),
+  },
+  {
+    name: 'snapshot',
+    what: 'a generated store on radosgw: full snapshot, incremental after some keys changed, then snapshots under a write load; vs plain PutObject of the same table files',
+    figures: (f) => join2([
+      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
+      phrase(f, ['incrementalUploadBytes', 'newTableBytes', 'changedKeys'], (a, b, c) => `incremental ${mb(a)} for ${mb(b)} of new tables after ${int(c)} keys changed`),
+      phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
+      phrase(f, ['uploadMBps', 'rawPutMBps'], (a, b) => `upload ${a} MB/s vs plain puts ${b} MB/s`),
+      ratio(f, 'uploadRatio'),
+      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+    ]),
+  },
+  {
+    name: 'snapshot-throttled',
+    what: 'the snapshot bench with the snapshot store throttled (`--throttle-mbps`): commits under the write load and memory while uploads are slow',
+    figures: (f) => join2([
+      phrase(f, ['throttleMBps'], (x) => `throttled to ${x} MiB/s`),
+      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
+      phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
+      phrase(f, ['uploadMBps', 'rawPutMBps'], (a, b) => `upload ${a} MB/s vs plain puts ${b} MB/s through the same throttle`),
+      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+    ]),
+  },
+  {
+    name: 'restore',
+    what: 'the same store restored (SHA-256 checked, fsynced) vs GetObject of the same objects into fsynced files; and rebuilt the way Kafka Streams does (a compacted changelog replayed into a fresh LevelDB)',
+    figures: (f) => join2([
+      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
+      phrase(f, ['restoreSeconds', 'rawDownloadSeconds'], (a, b) => `${a} s vs raw ${b} s`),
+      ratio(f, 'ratio'),
+      phrase(f, ['changelogSeconds'], (x) => `changelog rebuild ${x} s`),
+      phrase(f, ['changelogRatio'], (x) => `\`changelogRatio\` ${x}`),
+      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+    ]),
+  },
+  {
+    name: 'sync',
+    what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [docs/sync.md](docs/sync.md#benchmark))',
+    figures: (f) => join2([
+      phrase(f, ['perSecond1', 'rawPerSecond'], (a, b) => `1 writer ${int(a)} appends/s vs raw ${int(b)}/s`),
+      ratio(f, 'appendRatio1'),
+      phrase(f, ['perSecond4'], (x) => `4 writers ${int(x)}/s`),
+      ratio(f, 'groupRatio4'),
+      phrase(f, ['perSecond4Processes'], (x) => `4 processes ${int(x)}/s`),
+      ratio(f, 'groupRatio4Processes'),
+    ]),
+  },
+  {
+    name: 'partitions',
+    what: 'partition stores in one process, snapshot all and restore all on radosgw, vs plain S3 put/get at the same concurrency',
+    figures: (f) => join2([
+      phrase(f, ['partitions', 'mbPerPartition'], (n, m) => `${n} partitions of ${m} MiB`),
+      phrase(f, ['putMBps', 'rawPutMBps'], (a, b) => `snapshot all ${a} MB/s vs plain puts ${b} MB/s`),
+      ratio(f, 'putRatio'),
+      phrase(f, ['getMBps', 'rawGetMBps'], (a, b) => `restore all ${a} MB/s vs plain gets ${b} MB/s`),
+      ratio(f, 'getRatio'),
+      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+    ]),
+  },
+  {
+    name: 'outputs',
+    what: 'a word count that emits one record per event vs the same job without emitting; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
+    figures: (f) => join2([
+      phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s`),
+      ratio(f, 'emitRatio'),
+      phrase(f, ['deliveredPerSec', 'deliveryRawPerSec'], (a, b) => `${int(a)} records/s vs ${int(b)}/s`),
+      ratio(f, 'deliveryRatio'),
+    ]),
+  },
+  {
+    name: 'requests',
+    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [What it costs at scale](#what-it-costs-at-scale))',
+    figures: (f) => join2([
+      phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
+      phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
+    ]),
+  },
+  {
+    name: 'growth',
+    what: 'full snapshot and restore at several state sizes; incremental upload against keys changed (table below)',
+    figures: (f) => {
+      const points = Array.isArray(f.points) ? (f.points as Figures[]) : []
+      const sizes = points.filter((p) => p.series === 'size').map((p) => `${String(p.mb)} MiB`)
+      const steps = points.filter((p) => p.series === 'incremental').map((p) => `${String(p.changedPercent)} %`)
+      return join2([sizes.length > 0 ? `sizes ${sizes.join(', ')}` : undefined, steps.length > 0 ? `keys changed ${steps.join(', ')}` : undefined])
+    },
+  },
+]
+
+function loadText(f: Figures): string {
+  const load = lookup(f, 'loadAvg') ?? lookup(f, 'loadAvgAtStart')
+  return Array.isArray(load) && load.every((x) => typeof x === 'number') ? (load as number[]).join(' / ') : 'not recorded'
+}
+
+/** The command, date, Node version and load average at start of a figure file. */
+function measured(f: Figures): string {
+  const date = typeof f.date === 'string' ? `${f.date.slice(0, 16).replace('T', ' ')} UTC` : 'date not recorded'
+  const node = typeof f.node === 'string' ? `Node ${f.node}` : 'Node version not recorded'
+  const command = typeof f.command === 'string' ? `\`${f.command}\`` : 'command not recorded'
+  return `${command}, ${date}, ${node}, load average at start ${loadText(f)}`
+}
+
+const cell = (s: string): string => s.replaceAll('|', '\\|').replaceAll('\n', ' ')
+
+/** The growth table: one line per size, one per step of keys changed. */
+function growthTable(g: Figures | undefined): string[] {
+  if (g === undefined) return ['**How cost grows** (`npm run bench -- growth`): not measured.']
+  const points = Array.isArray(g.points) ? (g.points as Figures[]) : []
+  const size = points.filter((p) => p.series === 'size')
+  const steps = points.filter((p) => p.series === 'incremental')
+  const n = (p: Figures, name: string, text: (x: number) => string): string => {
+    const x = figure(p, name)
+    return x === undefined ? '—' : text(x)
+  }
+  const load = (p: Figures): string => (Array.isArray(p.loadAvg) ? (p.loadAvg as number[]).join(' / ') : '—')
+  const lines = [`**How cost grows** (${measured(g)}):`, '']
+  if (size.length === 0) lines.push('Full snapshot and restore by size: not measured.')
+  else {
+    lines.push(
+      '| state | full snapshot | restore | plain put / get of the same bytes | peak RSS | load average at start |',
+      '| ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...size.map((p) => `| ${n(p, 'mb', (x) => `${x} MiB`)} (${n(p, 'stateBytes', mb)}) | ${n(p, 'snapshotSeconds', (x) => `${x} s`)}, ${n(p, 'snapshotMBps', (x) => `${x} MB/s`)} | ${n(p, 'restoreSeconds', (x) => `${x} s`)}, ${n(p, 'restoreMBps', (x) => `${x} MB/s`)} | ${n(p, 'rawPutMBps', (x) => `${x}`)} / ${n(p, 'rawGetMBps', (x) => `${x}`)} MB/s | ${n(p, 'peakRssMB', (x) => `${x} MB`)} | ${load(p)} |`),
+    )
+  }
+  lines.push('')
+  if (steps.length === 0) lines.push('Incremental upload by keys changed: not measured.')
+  else {
+    lines.push(
+      `| keys changed (of ${n(steps[0]!, 'mb', (x) => `${x} MiB`)}) | changed keys | uploaded | new table files | uploaded ÷ new tables | uploaded ÷ state | load average at start |`,
+      '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...steps.map((p) => `| ${n(p, 'changedPercent', (x) => `${x} %`)} | ${n(p, 'changedKeys', int)} | ${n(p, 'uploadedBytes', mb)} | ${n(p, 'newTableBytes', mb)} | ${n(p, 'uploadToNewTables', String)} | ${n(p, 'uploadedPercent', (x) => `${x} %`)}${p.full === true ? ' (full)' : ''} | ${load(p)} |`),
+    )
+  }
+  return lines
+}
+
+/** The block, markers included, from the figure files found in `dir` (missing ones: "not measured"). */
+export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>): string {
+  const rows = ROWS.map((row) => {
+    const f = figuresByBench.get(row.name)
+    const targets = TARGETS[row.name] ?? []
+    if (f === undefined) {
+      const t = targets.map((x) => `${check({}, x).text}`).join('; ') || '—'
+      return [`\`${row.name}\``, row.what, 'not measured', t, '—']
+    }
+    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x).text).join('; ') || '—', measured(f)]
+  })
+  return [
+    START,
+    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `tmp/bench-figures/`; targets from the issues named in the script, met or **missed** as computed from these figures.',
+    '',
+    '| bench | what | figures | target | measured |',
+    '| --- | --- | --- | --- | --- |',
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+    '',
+    ...growthTable(figuresByBench.get('growth')),
+    END,
+  ].join('\n')
+}
+
+/**
+ * Reads `<dir>/<bench>.json` for every bench of the table, or, when that is
+ * absent, the file that `fallbacks` names for the bench; a bench without
+ * either is left out, a file that does not parse is an error.
+ */
+export function readFigures(dir: string, fallbacks: Readonly<Record<string, string>> = {}): Map<string, Figures> {
+  const out = new Map<string, Figures>()
+  for (const { name } of ROWS) {
+    for (const file of [join(dir, `${name}.json`), fallbacks[name]]) {
+      if (file === undefined) continue
+      const f = readJson(file)
+      if (f === undefined) continue
+      out.set(name, f)
+      break
+    }
+  }
+  return out
+}
+
+/** A result object from `file`, or undefined when there is no such file. */
+function readJson(file: string): Figures | undefined {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
+  }
+  let f: unknown
+  try {
+    f = JSON.parse(text)
+  } catch (err) {
+    throw new Error(`${file} is not JSON: ${(err as Error).message}`)
+  }
+  if (f === null || typeof f !== 'object' || Array.isArray(f)) throw new Error(`${file} holds no result object`)
+  return f as Figures
+}
+
+/** `readme` with its bench block replaced; throws when the markers are missing, repeated or out of order. */
+export function replaceBenchBlock(readme: string, block: string): string {
+  const i = readme.indexOf(START)
+  const j = readme.indexOf(END)
+  if (i === -1 || j === -1 || j < i || readme.indexOf(START, i + 1) !== -1 || readme.indexOf(END, j + 1) !== -1) {
+    throw new Error(`the README needs exactly one ${START} … ${END} block (in that order) for the bench table`)
+  }
+  return readme.slice(0, i) + block + readme.slice(j + END.length)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({ args: process.argv.slice(2), options: { figures: { type: 'string' }, readme: { type: 'string' }, requests: { type: 'string' } }, strict: true })
+  const dir = values.figures ?? process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'tmp', 'bench-figures')
+  const readmePath = values.readme ?? join(ROOT, 'README.md')
+  // The requests bench leaves its line where `npm run readme:cost` reads it.
+  const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE ?? join(ROOT, 'bench', '.last-requests.json')
+  try {
+    const figures = readFigures(dir, { requests })
+    writeFileSync(readmePath, replaceBenchBlock(readFileSync(readmePath, 'utf8'), renderBenchBlock(figures)))
+    const missing = ROWS.map((r) => r.name).filter((n) => !figures.has(n))
+    console.log(`${readmePath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)
+  } catch (err) {
+    console.error(`readme:bench: ${(err as Error).message}`)
+    process.exit(2)
+  }
+}
