@@ -9,8 +9,8 @@ export interface TransactionHost {
   readonly maxKeyBytes: number
   checkState(def: StateDefinition): void
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined>
-  /** A point read of a JSON state's key, by its id (see keyOfId), as UTF-8 text. */
-  readText(id: string): string | undefined | Promise<string | undefined>
+  /** A point read of a JSON state's key, by its id (see keyOfId), as UTF-8 text; `ascii`: the id is known to be ASCII (else the host looks). */
+  readText(id: string, ascii: boolean): string | undefined | Promise<string | undefined>
   /** The committed value of a JSON state's key (undefined: no value) if the store holds it decoded, else NOT_CACHED. */
   /** Whether a point read is served now rather than after a quiesce. */
   readable(): boolean
@@ -50,6 +50,8 @@ export interface PendingWrite {
   exact: boolean
   /** false: the store's value cache is not told of this write (its state is an uncachedState()). */
   cache: boolean
+  /** The id is known to be ASCII, so it is its own UTF-8 key bytes; false: unknown (the store looks). */
+  ascii: boolean
 }
 
 /** What a pending write stores: bytes, JSON text, or undefined for a delete. */
@@ -120,10 +122,15 @@ export interface MapView<V, K, S> {
 // the hot path builds no Buffer (see idOf).
 const bufferId = (b: Buffer): string => b.toString('latin1')
 
+/** Whether every UTF-16 unit of `s` is below 0x80. */
+function isAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return false
+  return true
+}
+
 /** The id of key bytes `rest` behind `prefixId` without building a Buffer when `key` is ASCII, else undefined. */
 function asciiId(prefixId: string, key: unknown, max: number): string | undefined {
-  if (typeof key !== 'string' || key.length === 0 || key.length > max) return undefined
-  for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) > 0x7f) return undefined
+  if (typeof key !== 'string' || key.length === 0 || key.length > max || !isAscii(key)) return undefined
   return prefixId + key
 }
 
@@ -159,6 +166,9 @@ export class Transaction {
   #after: Transaction | undefined
   /** The latest commit attempt. */
   #committed: Promise<void> | undefined
+  /** The state whose view was asked for last, and that view: a handler asks for its view on every event. */
+  #lastDef: StateDefinition | undefined
+  #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
 
   constructor(host: TransactionHost, options: TransactionOptions = {}) {
     this.#host = host
@@ -181,11 +191,17 @@ export class Transaction {
   value<V, K extends string | Uint8Array>(def: ValueState<V, K>): ValueView<V, K> {
     this.#checkOpen()
     this.#host.checkState(def as StateDefinition)
-    const cached = this.#views.get(def as StateDefinition)
+    const cached = this.#view(def as StateDefinition)
     if (cached !== undefined) return cached as unknown as ValueView<V, K>
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const max = this.#host.maxKeyBytes
     const prefixId = bufferId(def.prefix)
+    // An ASCII string key's id is prefixId + key, of the same length; any
+    // other character takes more UTF-8 bytes than UTF-16 units. With an ASCII
+    // prefix such an id is ASCII, its own UTF-8 key bytes, and the store need
+    // not look at it again (PendingWrite.ascii, readText).
+    const asciiPrefix = isAscii(prefixId)
+    const asciiOf = (key: K, id: string): boolean => asciiPrefix && typeof key === 'string' && id.length === prefixId.length + key.length
     // Ids of string keys, kept by the store across transactions: a kept id
     // string is hashed once, where an id built per event is a new string
     // that every map lookup must flatten and hash again. The first MAX_KEY_IDS
@@ -222,7 +238,12 @@ export class Transaction {
       get: (key) => {
         try {
           const w = ownWrite(key)
-          const r = w !== undefined ? this.#readPending(def, w, what, key) : this.#get(def, json, cache, idOf(key), what, key)
+          let r: V | undefined | Promise<V | undefined>
+          if (w !== undefined) r = this.#readPending(def, w, what, key)
+          else {
+            const id = idOf(key)
+            r = this.#get(def, json, cache, id, what, key, asciiOf(key, id))
+          }
           return r instanceof Promise ? r : Promise.resolve(r)
         } catch (err) {
           return Promise.reject(err)
@@ -230,14 +251,22 @@ export class Transaction {
       },
       getSync: (key) => {
         const w = ownWrite(key)
-        return w !== undefined ? this.#readPending(def, w, what, key) : this.#getSync(def, json, cache, idOf(key), what, key)
+        if (w !== undefined) return this.#readPending(def, w, what, key)
+        const id = idOf(key)
+        return this.#getSync(def, json, cache, id, what, key, asciiOf(key, id))
       },
       put: (key, value) => {
         const w = ownWrite(key)
-        if (w === undefined) index(key, this.#putValue(def, json, cache, idOf(key), value, what, key))
-        else this.#putValue(def, json, cache, w, value, what, key)
+        if (w !== undefined) this.#putValue(def, json, cache, w, value, what, key, false)
+        else {
+          const id = idOf(key)
+          index(key, this.#putValue(def, json, cache, id, value, what, key, asciiOf(key, id)))
+        }
       },
-      delete: (key) => index(key, this.#put(idOf(key), undefined, undefined, false, cache)),
+      delete: (key) => {
+        const id = idOf(key)
+        index(key, this.#put(id, undefined, undefined, false, cache, asciiOf(key, id)))
+      },
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
     this.#views.set(def as StateDefinition, view as unknown as ValueView<unknown, never>)
@@ -247,7 +276,7 @@ export class Transaction {
   map<V, K extends string | Uint8Array, S extends string | Uint8Array>(def: MapState<V, K, S>): MapView<V, K, S> {
     this.#checkOpen()
     this.#host.checkState(def as StateDefinition)
-    const cached = this.#views.get(def as StateDefinition)
+    const cached = this.#view(def as StateDefinition)
     if (cached !== undefined) return cached as unknown as MapView<V, K, S>
     if (def.kind !== 'map') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${(def as StateDefinition).kind} state; use tx.value()`)
     const max = this.#host.maxKeyBytes
@@ -257,15 +286,15 @@ export class Transaction {
     const json = isJsonCodec(def.codec as Codec<unknown>)
     const cache = this.#host.caches(def as StateDefinition)
     const view: MapView<V, K, S> = {
-      get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, cache, idOf(pair), what, pair) }),
-      getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, cache, idOf(pair), what, pair) },
-      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, cache, idOf(pair), value, what, pair) },
-      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false, cache),
+      get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, cache, idOf(pair), what, pair, false) }),
+      getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, cache, idOf(pair), what, pair, false) },
+      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, cache, idOf(pair), value, what, pair, false) },
+      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false, cache, false),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
         const base = baseOf(key)
         const range: ByteRange = { gte: base, lt: prefixEnd(base), reverse: false }
-        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false, cache)
+        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false, cache, false)
       },
     }
     this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
@@ -347,13 +376,20 @@ export class Transaction {
     return undefined
   }
 
-  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined | Promise<V | undefined> {
+  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
     const pending = this.#pending(id)
     if (pending !== undefined) return this.#readPending(def, pending, what, q)
-    if (json) {
-      const hit = cache ? this.#host.cached(id) : NOT_CACHED
+    if (json && cache) {
+      const hit = this.#host.cached(id)
       if (hit !== NOT_CACHED) return hit as V | undefined
-      const text = this.#host.readText(id)
+    }
+    return this.#readStored(def, json, cache, id, what, q, ascii)
+  }
+
+  /** A read of the committed value, past the value cache: no write of this transaction or of those it follows has the id. */
+  #readStored<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
+    if (json) {
+      const text = this.#host.readText(id, ascii)
       if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : this.#parseStored<V, Q>(def, id, t, what, q)))
       if (text === undefined) return undefined
       const value = this.#parseStored<V, Q>(def, id, text, what, q)
@@ -382,11 +418,17 @@ export class Transaction {
     return decodeWith(def.codec, bytes, what(q))
   }
 
-  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q): V | undefined {
+  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined {
+    const pending = this.#pending(id)
+    if (pending !== undefined) return this.#readPending(def, pending, what, q)
+    if (json && cache) {
+      const hit = this.#host.cached(id)
+      if (hit !== NOT_CACHED) return hit as V | undefined
+    }
     // Only a read that must go to LevelDB can find it closed; pending writes
     // and the value cache answer at any time.
-    if (!this.#host.readable() && this.#pending(id) === undefined && (!json || !cache || this.#host.cached(id) === NOT_CACHED)) throw this.#host.quiescedError()
-    return this.#get(def, json, cache, id, what, q) as V | undefined
+    if (!this.#host.readable()) throw this.#host.quiescedError()
+    return this.#readStored(def, json, cache, id, what, q, ascii) as V | undefined
   }
 
   /**
@@ -395,7 +437,7 @@ export class Transaction {
    * encoded before anything changes, so a value that fails leaves the
    * transaction as it was.
    */
-  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q): PendingWrite {
+  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q, ascii: boolean): PendingWrite {
     this.#checkOpen()
     let bytes: Buffer | string | undefined
     let exact = false
@@ -404,7 +446,7 @@ export class Transaction {
     // into text once at commit (pendingValue) instead of at every put.
     else if (jsonExact(value)) exact = true
     else bytes = jsonText(value, what, q)
-    if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache)
+    if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache, ascii)
     target.value = bytes
     target.decoded = value
     target.exact = exact
@@ -419,14 +461,17 @@ export class Transaction {
     return typeof v === 'string' ? parseJson<V, Q>(v, what, q) : decodeWith(def.codec, v, what(q))
   }
 
-  /** `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused. Returns the write. */
-  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean, cache: boolean): PendingWrite {
+  /**
+   * `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused.
+   * `ascii`: the id is known to be ASCII (PendingWrite.ascii). Returns the write.
+   */
+  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean, cache: boolean, ascii: boolean): PendingWrite {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open. `cache` never changes: an id belongs to one state.
     const w = this.#writes.get(id)
     if (w === undefined) {
-      const created = { value, decoded, exact, cache }
+      const created = { value, decoded, exact, cache, ascii }
       this.#writes.set(id, created)
       return created
     }
@@ -502,6 +547,17 @@ export class Transaction {
       const w = overlay[i]!
       if (w.value !== undefined) yield [w.key, w.value]
     }
+  }
+
+  /** The view made for `def` in this transaction, if any. */
+  #view(def: StateDefinition): ValueView<unknown, never> | MapView<unknown, never, never> | undefined {
+    if (def === this.#lastDef) return this.#lastView
+    const view = this.#views.get(def)
+    if (view !== undefined) {
+      this.#lastDef = def
+      this.#lastView = view
+    }
+    return view
   }
 
   #clearWrites(): void {
