@@ -15,9 +15,19 @@
  *   and tidemark-id headers) in sendBatch calls of the same size
  *   (maxBatchRecords), one after the other. The outbox is filled while the
  *   sink is held shut; the clock starts when it opens and stops when
- *   flushOutputs() resolves. Each side gets a fresh topic per round.
+ *   flushOutputs() resolves. Each side gets a fresh topic per round: the
+ *   job emits to it (until 2026-12 a wrapper around the sink copied every
+ *   record to set its topic, a per-record cost inside the timed delivery
+ *   that the plain producer, sending ready messages, did not pay).
  *   deliverySinkShare: the part of the delivery time spent inside the sink's
  *   send (the rest is the outbox scan, decoding and the delete commit).
+ *
+ * CPU figures (process.cpuUsage: every thread of the process, LevelDB's
+ * included; medians): emitRawCpuUs and emitHeldCpuUs per event while the job
+ * runs, emitDeliveryCpuUs per record while the held outbox drains to the
+ * file-log sink afterwards. On one core emitting with delivery in the same
+ * process can reach at best about
+ * emitRawCpuUs / (emitHeldCpuUs + emitDeliveryCpuUs) of the raw rate.
  *
  * Kafka: TIDEMARK_KAFKA_BROKERS, else librdkafka's mock cluster (bench/_kafka.ts).
  * Flags: --events (emit side), --records (delivery side), --rounds, --keys,
@@ -27,6 +37,7 @@ import { join } from 'node:path'
 import { Partitioners, type Message } from 'kafkajs'
 import { fileLogSink, formatRecordId, openFileLog, PartitionProcessor, RECORD_ID_HEADER, valueState, type FileLog, type OutboxRecord, type OutputSink } from '../src/index.js'
 import { kafkaSink } from '../connectors/kafka/index.js'
+import { saveFigures } from './_figures.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 import { benchKafka, benchProducer } from './_kafka.js'
 
@@ -55,7 +66,8 @@ export async function run(args: string[]): Promise<void> {
     await fill(source, Math.max(opts.events, opts.records))
 
     let stores = 0
-    const processor = (emitTo: OutputSink | undefined, maxOutboxRecords?: number): PartitionProcessor<Line> => new PartitionProcessor<Line>({
+    const cpuUs = (since: NodeJS.CpuUsage): number => { const c = process.cpuUsage(since); return c.user + c.system }
+    const processor = (emitTo: OutputSink | undefined, maxOutboxRecords?: number, topic = 'counts'): PartitionProcessor<Line> => new PartitionProcessor<Line>({
       job: JOB, topic: SOURCE, partition: 0, log: source, path: join(dir.path, `store-${stores++}`), states: [counts], batchSize: opts.batch,
       ...(emitTo === undefined ? {} : { outputs: { sink: emitTo, maxBatchRecords: opts.maxBatch, ...(maxOutboxRecords === undefined ? {} : { maxOutboxRecords }) } }),
       handler: emitTo === undefined
@@ -67,7 +79,7 @@ export async function run(args: string[]): Promise<void> {
             const view = tx.value(counts)
             const count = (view.getSync(line.word) ?? 0) + 1
             view.put(line.word, count)
-            ctx.emit({ topic: 'counts', key: line.word, value: String(count) })
+            ctx.emit({ topic, key: line.word, value: String(count) })
           },
     })
 
@@ -75,13 +87,16 @@ export async function run(args: string[]): Promise<void> {
     let emitSinks = 0
     const drainSeconds: number[] = []
     const deliveredPerSec: number[] = []
+    const rawCpu: number[] = []
     const processEvents = async (withEmit: boolean): Promise<number> => {
       const sink = withEmit ? fileLogSink({ dir: join(dir.path, `emitted-${emitSinks++}`), fileLog: { sync: false } }) : undefined
       const p = processor(sink)
       await p.start()
+      const c0 = process.cpuUsage()
       const t0 = performance.now()
       await p.catchUp({ end: BigInt(opts.events) })
       const seconds = (performance.now() - t0) / 1000
+      if (!withEmit) rawCpu.push(cpuUs(c0) / opts.events)
       if (withEmit) {
         await p.flushOutputs()
         const total = (performance.now() - t0) / 1000
@@ -97,6 +112,8 @@ export async function run(args: string[]): Promise<void> {
     const emitDelivered = deliveredPerSec.map((d, r) => d / emitting.raw[r]!)
     // The emit and outbox writes alone: the sink is held shut while the job
     // runs (nothing is delivered in the background), opened after the clock.
+    const heldCpu: number[] = []
+    const drainCpu: number[] = []
     const processHeld = async (): Promise<number> => {
       let open!: () => void
       const opened = new Promise<void>((resolve) => { open = resolve })
@@ -104,11 +121,15 @@ export async function run(args: string[]): Promise<void> {
       const held: OutputSink = { name: sink.name, send: async (records) => { await opened; await sink.send(records) }, close: () => sink.close() }
       const p = processor(held, opts.events + 1)
       await p.start()
+      const c0 = process.cpuUsage()
       const t0 = performance.now()
       await p.catchUp({ end: BigInt(opts.events) })
       const seconds = (performance.now() - t0) / 1000
+      heldCpu.push(cpuUs(c0) / opts.events)
+      const c1 = process.cpuUsage()
       open()
       await p.flushOutputs()
+      drainCpu.push(cpuUs(c1) / opts.events)
       await p.close()
       await held.close()
       return opts.events / seconds
@@ -155,10 +176,10 @@ export async function run(args: string[]): Promise<void> {
       const opened = new Promise<void>((resolve) => { open = resolve })
       const held: OutputSink = {
         name: sink.name,
-        send: async (records: readonly OutboxRecord[]) => { await opened; const t = performance.now(); await sink.send(records.map((rec) => ({ ...rec, topic }))); inSink += performance.now() - t },
+        send: async (records: readonly OutboxRecord[]) => { await opened; const t = performance.now(); await sink.send(records); inSink += performance.now() - t },
         close: async () => undefined,
       }
-      const p = processor(held, opts.records + 1)
+      const p = processor(held, opts.records + 1, topic)
       await p.start()
       await p.catchUp({ end: BigInt(opts.records) })
       const t0 = performance.now()
@@ -176,7 +197,7 @@ export async function run(args: string[]): Promise<void> {
     await plain.disconnect()
     await sink.close()
 
-    emit({
+    const result = {
       bench: 'outputs',
       emitRatio: emitting.ratio, emitRatioMin: emitting.ratioMin, emitRatioMax: emitting.ratioMax, emitRatios: emitting.ratios,
       emitPerSec: Math.round(median(emitting.measured)),
@@ -192,8 +213,11 @@ export async function run(args: string[]): Promise<void> {
       deliveryRaw: `a plain kafkajs producer (idempotent: false, maxInFlightRequests: 1, acks: -1), the same records in sendBatch calls of ${opts.maxBatch}, one after the other`,
       deliveryRawPerSec: Math.round(median(delivery.raw)),
       rounds: opts.rounds, events: opts.events, records: opts.records, keys: opts.keys, batch: opts.batch, maxBatchRecords: opts.maxBatch,
-      kafka: kafka.kind, loadAvgAtStart, node: process.version,
-    })
+      emitRawCpuUs: round(median(rawCpu)), emitHeldCpuUs: round(median(heldCpu)), emitDeliveryCpuUs: round(median(drainCpu)),
+      kafka: kafka.kind, loadAvgAtStart, loadAvgAtEnd: loadAvg(), node: process.version,
+    }
+    emit(result)
+    saveFigures('outputs', args, result)
   } finally {
     kafka.stop()
     dir.cleanup()

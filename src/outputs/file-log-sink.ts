@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openFileLog, type FileLog, type FileLogOptions } from '../log/file-log.js'
-import { encodeOutboxRecord } from './record.js'
+import { outboxRecordBytes } from './record.js'
 import type { OutboxRecord, OutputSink } from './types.js'
 
 export interface FileLogSinkOptions {
@@ -53,7 +53,8 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
       // in call order.
       const logs = new Map<string, FileLog>()
       for (const r of records) if (!logs.has(r.topic)) logs.set(r.topic, await open(r.topic))
-      await Promise.all(records.map((r) => logs.get(r.topic)!.append(encodeOutboxRecord(r))))
+      // A record read from the outbox is appended as the bytes it was read from.
+      await Promise.all(records.map((r) => logs.get(r.topic)!.append(outboxRecordBytes(r))))
     },
     async close(): Promise<void> {
       closed = true

@@ -1,10 +1,10 @@
 import type { PartitionStore } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import type { Transaction } from '../store/transaction.js'
+import type { Transaction, ValueView } from '../store/transaction.js'
 import { formatRecordId, parseRecordId, RECORD_ID_HEADER, upstreamKey } from './id.js'
 import type { ResolvedOutputs } from './options.js'
 import { OutboxPublisher } from './publisher.js'
-import { decodeOutboxRecord, encodeOutboxRecord, outboxKey } from './record.js'
+import { decodeOutboxChunk, OutboxChunkWriter, outboxKey } from './record.js'
 import { DEDUPE_STATE, OUTBOX_STATE, RESERVED_STATE_NAMES } from './states.js'
 import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputSink, OutputsEvent } from './types.js'
 
@@ -39,8 +39,12 @@ export interface PartitionOutputsOptions {
 export class PartitionOutputs {
   readonly #o: PartitionOutputsOptions
   #publisher: OutboxPublisher | undefined
-  /** Records and bytes emitted per event offset, not committed yet, oldest first. */
+  /** Records and bytes emitted per outbox entry (per transaction), not committed yet, oldest first; offset: its last record's event. */
   readonly #uncommitted: Array<{ offset: bigint; records: number; bytes: number }> = []
+  /** The outbox entry that the transaction being processed emits into. */
+  #chunk: Chunk | undefined
+  /** The last topic that passed the topic checks (a job emits to few topics: checked once each in a row). */
+  #checkedTopic: string | undefined
   /** upstreamKey() of this partition, the start of every id it emits: set by the first put, once formatRecordId() accepted the fields. */
   #idPrefix: string | undefined
 
@@ -130,15 +134,42 @@ export class PartitionOutputs {
       id = formatRecordId({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, offset, index })
       this.#idPrefix = upstreamKey(this.#o.job, this.#o.topic, this.#o.partition)
     }
-    const bytes = encodeOutboxRecord(checkRecord(record, id, this.#o.outputs?.sink))
-    tx.value(OUTBOX_STATE).put(outboxKey(this.#o.topic, this.#o.partition, offset, index), bytes)
-    const last = this.#uncommitted.at(-1)
-    if (last !== undefined && last.offset === offset) {
-      last.records++
-      last.bytes += bytes.length
-    } else {
-      this.#uncommitted.push({ offset, records: 1, bytes: bytes.length })
+    const outputs = this.#o.outputs!
+    if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${record === null ? 'null' : typeof record}`)
+    // A misspelt field (valeu) would otherwise emit a tombstone or an unkeyed record without a word.
+    for (const name in record) {
+      if (!RECORD_FIELDS.has(name) && Object.hasOwn(record, name)) throw new RangeError(`emit(record): unknown field record.${name}; known: ${[...RECORD_FIELDS].join(', ')}`)
     }
+    const topic = record.topic
+    if (topic !== this.#checkedTopic || topic === undefined) {
+      checkTopic(topic, outputs.sink)
+      this.#checkedTopic = topic
+    }
+    const partition = record.partition === undefined ? -1 : record.partition
+    if (!Number.isInteger(partition) || partition < -1 || partition > 2 ** 31 - 1) throw new RangeError(`emit(record): record.partition must be a non-negative integer, got ${partition}`)
+    const headers = record.headers
+    let names: string[] | undefined
+    if (headers !== undefined) {
+      names = checkHeaders(headers)
+      if (names.length === 0) names = undefined
+    }
+    const key = record.key === undefined ? null : record.key
+    checkPart(key, 'key')
+    const value = record.value
+    checkPart(value, 'value')
+    let chunk = this.#chunk
+    if (chunk === undefined || chunk.tx !== tx || chunk.writer.byteLength >= MAX_CHUNK_BYTES) {
+      const pending = { offset, records: 0, bytes: 0 }
+      this.#uncommitted.push(pending)
+      chunk = this.#chunk = { tx, view: tx.value(OUTBOX_STATE), key: outboxKey(this.#o.topic, this.#o.partition, offset, index), writer: new OutboxChunkWriter(), pending }
+    }
+    const bytes = chunk.writer.append(id, topic, partition, key, value, names, headers)
+    // The entry as it now stands replaces the one put before: the transaction
+    // commits the last, holding every record of this batch.
+    chunk.view.put(chunk.key, chunk.writer.bytes())
+    chunk.pending.offset = offset
+    chunk.pending.records++
+    chunk.pending.bytes += bytes
     return id
   }
 
@@ -187,6 +218,7 @@ export class PartitionOutputs {
   /** A batch was abandoned: what it emitted never reaches the outbox. */
   aborted(): void {
     this.#uncommitted.length = 0
+    this.#chunk = undefined
   }
 
   /** undefined while the outbox is below its limit, else a promise of room (see OutboxPublisher.waitForRoom). */
@@ -237,15 +269,20 @@ class EmitScope implements EmitContext {
   readonly #offset: bigint
   #index = 0
 
+  // A field, not a method: a handler may take emit out of its context
+  // (README: `(tx, event, { offset, emit }) => ...`). Assigned in the
+  // constructor, where the arrow gets no name: a named one cost a
+  // defineProperty per event under tsx/esbuild's keepNames.
+  readonly emit: (record: OutputRecord) => string
+
   constructor(outputs: PartitionOutputs, tx: Transaction, offset: bigint) {
     this.#outputs = outputs
     this.#tx = tx
     this.#offset = offset
+    this.emit = (record) => this.#emit(record)
   }
 
-  // A field, not a method: a handler may take emit out of its context
-  // (README: `(tx, event, { offset, emit }) => ...`).
-  readonly emit = (record: OutputRecord): string => {
+  #emit(record: OutputRecord): string {
     if (this.#index > MAX_U32) throw new RangeError(`an event may emit at most ${MAX_U32 + 1} records`)
     const id = this.#outputs.put(this.#tx, this.#offset, this.#index, record)
     this.#index++
@@ -267,42 +304,49 @@ class HandlerScope extends EmitScope implements HandlerContext {
   }
 }
 
-const asBuffer = (v: string | Uint8Array): Buffer => (typeof v === 'string' ? Buffer.from(v, 'utf8') : Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength))
+/** The outbox entry of one transaction's emits (see OutboxChunkWriter). */
+interface Chunk {
+  readonly tx: Transaction
+  readonly view: ValueView<Uint8Array, Uint8Array>
+  /** outboxKey() of its first record. */
+  readonly key: Buffer
+  readonly writer: OutboxChunkWriter
+  /** Its entry in #uncommitted. */
+  readonly pending: { offset: bigint; records: number; bytes: number }
+}
 
-const RECORD_FIELDS = ['topic', 'key', 'value', 'headers', 'partition']
+/** A transaction's emits past this many bytes go on in a new outbox entry, so that no entry (nor a delivery's rewrite of one) grows without bound. */
+const MAX_CHUNK_BYTES = 1024 * 1024
 
-function checkRecord(record: OutputRecord, id: string, sink: OutputSink | undefined): OutboxRecord {
-  if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${record === null ? 'null' : typeof record}`)
-  // A misspelt field (valeu) would otherwise emit a tombstone or an unkeyed record without a word.
-  for (const name of Object.keys(record)) {
-    if (!RECORD_FIELDS.includes(name)) throw new RangeError(`emit(record): unknown field record.${name}; known: ${RECORD_FIELDS.join(', ')}`)
-  }
-  const { topic, key = null, value, headers = {}, partition = -1 } = record
+const RECORD_FIELDS = new Set(['topic', 'key', 'value', 'headers', 'partition'])
+
+function checkTopic(topic: unknown, sink: OutputSink): asserts topic is string {
   if (typeof topic !== 'string' || topic === '' || Buffer.byteLength(topic) > 0xffff) throw new TypeError(`emit(record): record.topic must be a non-empty string, got ${JSON.stringify(topic)}`)
   // A topic the sink can never deliver to would be committed and retried without end.
   try {
-    sink?.validateTopic?.(topic)
+    sink.validateTopic?.(topic)
   } catch (err) {
     if (err instanceof RangeError || err instanceof TypeError) throw new RangeError(`emit(record): record.topic: ${err.message}`, { cause: err })
     throw err
   }
-  const bytesOrNull = (v: unknown, field: string): Buffer | null => {
-    if (v === null) return null
-    if (typeof v === 'string' || v instanceof Uint8Array) return asBuffer(v)
-    throw new TypeError(`emit(record): record.${field} must be a string, a Uint8Array or null, got ${v === undefined ? 'undefined' : typeof v}`)
-  }
-  if (!Number.isInteger(partition) || partition < -1 || partition > 2 ** 31 - 1) throw new RangeError(`emit(record): record.partition must be a non-negative integer, got ${partition}`)
+}
+
+function checkPart(v: unknown, field: string): asserts v is string | Uint8Array | null {
+  if (v !== null && typeof v !== 'string' && !(v instanceof Uint8Array)) throw new TypeError(`emit(record): record.${field} must be a string, a Uint8Array or null, got ${v === undefined ? 'undefined' : typeof v}`)
+}
+
+/** The header names, each checked with its value. */
+function checkHeaders(headers: unknown): string[] {
   if (headers === null || typeof headers !== 'object') throw new TypeError('emit(record): record.headers must be an object of string or Uint8Array values')
-  const out: Record<string, Buffer> = {}
-  for (const [name, v] of Object.entries(headers)) {
+  const names = Object.keys(headers)
+  for (const name of names) {
+    const v = (headers as Record<string, unknown>)[name]
     // The binary form holds a header name's length in a u16.
     if (Buffer.byteLength(name) > 0xffff) throw new RangeError(`emit(record): header name ${JSON.stringify(name.slice(0, 50))}... is ${Buffer.byteLength(name)} bytes; at most 65535`)
     if (name.startsWith(RESERVED_HEADER_PREFIX)) throw new RangeError(`emit(record): header ${JSON.stringify(name)} is reserved (names starting with ${RESERVED_HEADER_PREFIX})`)
     if (typeof v !== 'string' && !(v instanceof Uint8Array)) throw new TypeError(`emit(record): header ${JSON.stringify(name)} must be a string or a Uint8Array`)
-    out[name] = asBuffer(v)
   }
-  out[RECORD_ID_HEADER] = Buffer.from(id, 'utf8')
-  return { id, topic, partition, key: bytesOrNull(key, 'key'), value: bytesOrNull(value, 'value'), headers: out }
+  return names
 }
 
 /** The dedupe watermarks a store holds: per upstream partition key, the highest (offset, index) applied. */
@@ -315,7 +359,7 @@ export async function readDedupeWatermarks(store: PartitionStore): Promise<Map<s
 /** The outbox's records in delivery order (for tools and tests). */
 export async function readOutbox(store: PartitionStore): Promise<OutboxRecord[]> {
   const out: OutboxRecord[] = []
-  for await (const [, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(decodeOutboxRecord(value))
+  for await (const [, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(...decodeOutboxChunk(value).records)
   return out
 }
 

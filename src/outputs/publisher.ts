@@ -2,7 +2,7 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import { prefixEnd } from '../store/keys.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { ResolvedOutputs } from './options.js'
-import { decodeOutboxRecord } from './record.js'
+import { decodeOutboxChunk, outboxChunkSize, outboxChunkTail } from './record.js'
 import { OUTBOX_STATE } from './states.js'
 import type { OutboxRecord, OutputsEvent } from './types.js'
 
@@ -41,19 +41,32 @@ export class OutboxPublisher {
   #closing: Promise<void> | undefined
   /** The send in flight: close() waits for it (up to closeTimeoutMs) and deletes what it delivered. */
   #sending: Promise<void> | undefined
+  /** The delete of the last delivered batch, committing while the next send runs; false: it failed. */
+  #deleting: Promise<boolean> | undefined
   /** close() stopped waiting for the send in flight: its outcome is left alone (the store is closing). */
   #abandoned = false
   readonly #roomWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
   readonly #emptyWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>()
   readonly #stop = new AbortController()
   /**
-   * The last key this publisher deleted: the next scan starts after it.
-   * A scan from the start would walk every tombstone the deletes left (until
-   * LevelDB compacts them), which made each batch slower the longer delivery
-   * ran. Safe because outbox keys only grow while one publisher runs: a
-   * commit's keys are (offset, index) of events after the committed position.
+   * Outbox entries read and not fully delivered yet, in key order; the first
+   * may be partly delivered (its `next`). The store holds them too, each
+   * under its current key: what a send delivered is deleted (and the rest
+   * of a partly delivered entry put again under its first record's key) in
+   * one batch after the sink confirmed it.
    */
-  #after: Uint8Array | undefined
+  readonly #queue: QueuedEntry[] = []
+  /** Records of #queue not delivered. */
+  #queued = 0
+  /**
+   * The key of the last record of the last entry read into #queue: the next
+   * read starts after it. A scan from the start would walk every tombstone the deletes left
+   * (until LevelDB compacts them), which made each batch slower the longer
+   * delivery ran. Safe because outbox keys only grow while one publisher
+   * runs (a commit's keys are (offset, index) of events after the committed
+   * position), and the rest of an entry put again sorts before the next entry.
+   */
+  #readAfter: Uint8Array | undefined
 
   constructor(options: OutboxPublisherOptions) {
     this.#store = options.store
@@ -75,8 +88,9 @@ export class OutboxPublisher {
   /** Counts what the store's outbox holds (after a restart or a restore: what was not confirmed) and starts delivering it. */
   async start(): Promise<void> {
     for await (const [, value] of this.#store.scan({ gte: OUTBOX_STATE.prefix, lt: OUTBOX_END, reverse: false })) {
-      this.#records++
-      this.#bytes += value.byteLength
+      const size = outboxChunkSize(value)
+      this.#records += size.records
+      this.#bytes += size.bytes
     }
     this.#loop = this.#run()
   }
@@ -150,6 +164,8 @@ export class OutboxPublisher {
           { details: { sink: this.#o.sink.name, closeTimeoutMs: this.#o.closeTimeoutMs } },
         )
         this.#onEvent({ type: 'delivery-failed', error, attempt: 0, retryInMs: 0 })
+        // The delete of the batch before it may still be committing.
+        await this.#deleting
         return
       }
     }
@@ -177,91 +193,153 @@ export class OutboxPublisher {
   }
 
   async #run(): Promise<void> {
-    let attempt = 0
-    while (!this.#closed) {
-      this.#pending = false
-      let batch: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>
-      try {
-        batch = await this.#read()
-      } catch (error) {
-        this.#storeFailed(error)
-        return
-      }
-      if (batch.length === 0) {
-        if (this.#records !== 0 && !this.#pending) {
-          // The outbox is empty and nothing committed since the scan began
-          // (that would have set #pending): a count that drifted is reset.
-          this.#records = 0
-          this.#bytes = 0
-          this.#checkFull()
+    // The delete of the last delivered batch and the read of the next one
+    // run while the sink takes the next send (the sends stay one after the
+    // other): delivery costs about what the sink's sends cost.
+    let ahead: Promise<unknown> | undefined
+    try {
+      let attempt = 0
+      while (!this.#closed) {
+        this.#pending = false
+        try {
+          const failed = await ahead
+          ahead = undefined
+          if (failed !== undefined) throw failed
+          if (this.#queued < this.#o.maxBatchRecords) await this.#fill()
+        } catch (error) {
+          this.#storeFailed(error)
+          return
         }
-        for (const w of this.#emptyWaiters) w.resolve()
-        this.#emptyWaiters.clear()
-        // close() during the scan found no #wake to call: checked here, or
-        // the loop would wait for a wake-up nobody gives.
+        if (this.#queue.length === 0) {
+          // Counts are right once the last delete committed.
+          if (this.#deleting !== undefined && !(await this.#deleting)) return
+          this.#deleting = undefined
+          if (this.#records !== 0 && !this.#pending) {
+            // The outbox is empty and nothing committed since the scan began
+            // (that would have set #pending): a count that drifted is reset.
+            this.#records = 0
+            this.#bytes = 0
+            this.#checkFull()
+          }
+          for (const w of this.#emptyWaiters) w.resolve()
+          this.#emptyWaiters.clear()
+          // close() during the scan found no #wake to call: checked here, or
+          // the loop would wait for a wake-up nobody gives.
+          if (this.#closed) return
+          if (!this.#pending) await new Promise<void>((resolve) => { this.#wake = resolve })
+          this.#wake = undefined
+          continue
+        }
+        // Closed during the scan: nothing new is sent after close().
         if (this.#closed) return
-        if (!this.#pending) await new Promise<void>((resolve) => { this.#wake = resolve })
-        this.#wake = undefined
-        continue
-      }
-      // Closed during the scan: nothing new is sent after close().
-      if (this.#closed) return
-      const sending = this.#o.sink.send(batch.map((b) => b.record))
-      this.#sending = sending
-      try {
-        await sending
-      } catch (cause) {
+        const batch = this.#take()
+        const sending = this.#o.sink.send(batch.records)
+        this.#sending = sending
+        if (this.#queued - batch.records.length < this.#o.maxBatchRecords) ahead = this.#fill().then(() => undefined, (error: unknown) => error ?? new Error(String(error)))
+        try {
+          await sending
+        } catch (cause) {
+          this.#sending = undefined
+          if (this.#closed) return
+          attempt++
+          const ceiling = Math.min(this.#o.retry.maxMs, this.#o.retry.initialMs * 2 ** Math.min(attempt - 1, 30))
+          const retryInMs = Math.round(ceiling / 2 + Math.random() * ceiling / 2)
+          const error = new TidemarkError(
+            'TIDEMARK_OUTPUT_DELIVERY_FAILED',
+            `sink ${this.#o.sink.name} failed to take ${batch.records.length} output record(s) (attempt ${attempt}, retry in ${retryInMs} ms): ${(cause as Error)?.message ?? cause}`,
+            { cause, details: { sink: this.#o.sink.name, records: batch.records.length, attempt } },
+          )
+          this.#onEvent({ type: 'delivery-failed', error, attempt, retryInMs })
+          await sleep(retryInMs, this.#stop.signal)
+          continue
+        }
         this.#sending = undefined
-        if (this.#closed) return
-        attempt++
-        const ceiling = Math.min(this.#o.retry.maxMs, this.#o.retry.initialMs * 2 ** Math.min(attempt - 1, 30))
-        const retryInMs = Math.round(ceiling / 2 + Math.random() * ceiling / 2)
-        const error = new TidemarkError(
-          'TIDEMARK_OUTPUT_DELIVERY_FAILED',
-          `sink ${this.#o.sink.name} failed to take ${batch.length} output record(s) (attempt ${attempt}, retry in ${retryInMs} ms): ${(cause as Error)?.message ?? cause}`,
-          { cause, details: { sink: this.#o.sink.name, records: batch.length, attempt } },
-        )
-        this.#onEvent({ type: 'delivery-failed', error, attempt, retryInMs })
-        await sleep(retryInMs, this.#stop.signal)
-        continue
+        // Delivered: deleted even when close() came meanwhile (close() waits
+        // for this), else a clean stop would send the batch again next start.
+        if (this.#abandoned) return
+        attempt = 0
+        if (this.#deleting !== undefined && !(await this.#deleting)) return
+        this.#deleting = this.#delete(batch)
       }
-      this.#sending = undefined
-      // Delivered: deleted even when close() came meanwhile (close() waits
-      // for this), else a clean stop would send the batch again next start.
-      if (this.#abandoned) return
-      attempt = 0
-      try {
-        const tx = this.#store.transaction()
-        const view = tx.value(OUTBOX_STATE)
-        for (const b of batch) view.delete(b.key)
-        await tx.commitWithoutPosition()
-      } catch (error) {
-        // Delivered but still in the outbox: sent again by the next owner, same ids.
-        this.#storeFailed(error)
-        return
-      }
-      this.#after = batch.at(-1)!.key
-      let bytes = 0
-      for (const b of batch) bytes += b.bytes
-      this.#records = Math.max(0, this.#records - batch.length)
-      this.#bytes = Math.max(0, this.#bytes - bytes)
-      this.#onEvent({ type: 'delivered', records: batch.length, bytes })
-      this.#checkFull()
+    } finally {
+      // The store closes after the loop: nothing of it may still run.
+      await ahead
+      await this.#deleting
     }
   }
 
-  async #read(): Promise<Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }>> {
-    const out: Array<{ key: Uint8Array; bytes: number; record: OutboxRecord }> = []
+  /** Reads entries after #readAfter into #queue until it holds a send's worth of records or the outbox ends. */
+  async #fill(): Promise<void> {
     const prefix = OUTBOX_STATE.prefix
     // The store's own range scan: a fresh transaction's entries() has no
     // writes to lay over it, and cost two more async generators and a key
-    // copy per record. After #after: its key followed by a zero byte.
-    const gte = this.#after === undefined ? prefix : Buffer.concat([prefix, this.#after, ZERO])
+    // copy per entry.
+    const gte = this.#readAfter === undefined ? prefix : Buffer.concat([prefix, this.#readAfter, ZERO])
     for await (const [key, value] of this.#store.scan({ gte, lt: OUTBOX_END, reverse: false })) {
-      out.push({ key: key.subarray(prefix.length), bytes: value.byteLength, record: decodeOutboxRecord(value) })
-      if (out.length >= this.#o.maxBatchRecords) break
+      const k = key.subarray(prefix.length)
+      const { records, starts } = decodeOutboxChunk(value)
+      this.#queue.push({ key: k, value, records, starts, next: 0 })
+      this.#queued += records.length
+      // Its last record's key: the rest of an entry put again after a partial
+      // delivery sorts at or before it, so no read takes that rest twice.
+      this.#readAfter = records.length === 0 ? k : restKey(k, records.at(-1)!.id)
+      if (this.#queued >= this.#o.maxBatchRecords) break
     }
-    return out
+  }
+
+  /** The next send: up to maxBatchRecords records from the front of #queue (left there until delivered). */
+  #take(): Batch {
+    const max = this.#o.maxBatchRecords
+    const records: OutboxRecord[] = []
+    const parts: Batch['parts'] = []
+    for (const entry of this.#queue) {
+      if (records.length >= max && parts.length > 0) break
+      const to = Math.min(entry.records.length, entry.next + max - records.length)
+      for (let i = entry.next; i < to; i++) records.push(entry.records[i]!)
+      parts.push({ entry, to })
+    }
+    return { records, parts }
+  }
+
+  /**
+   * Removes a delivered batch: from #queue at once (the next send follows
+   * it), from the store in one batch: each fully delivered entry deleted,
+   * the rest of a partly delivered one put again under its first record's
+   * key. Resolves false when that commit failed (the publisher stops).
+   */
+  #delete(batch: Batch): Promise<boolean> {
+    let tx
+    let bytes = 0
+    try {
+      tx = this.#store.transaction()
+      const view = tx.value(OUTBOX_STATE)
+      for (const { entry, to } of batch.parts) {
+        bytes += entry.starts[to]! - entry.starts[entry.next]! - 4 * (to - entry.next)
+        view.delete(entry.key)
+        if (to < entry.records.length) {
+          entry.key = restKey(entry.key, entry.records[to]!.id)
+          view.put(entry.key, outboxChunkTail(entry.value, entry.starts[to]!, entry.records.length - to))
+          entry.next = to
+        } else {
+          this.#queue.shift()
+        }
+      }
+    } catch (error) {
+      this.#storeFailed(error)
+      return Promise.resolve(false)
+    }
+    this.#queued -= batch.records.length
+    return tx.commitWithoutPosition().then(() => {
+      this.#records = Math.max(0, this.#records - batch.records.length)
+      this.#bytes = Math.max(0, this.#bytes - bytes)
+      this.#onEvent({ type: 'delivered', records: batch.records.length, bytes })
+      this.#checkFull()
+      return true
+    }, (error: unknown) => {
+      // Delivered but still in the outbox: sent again by the next owner, same ids.
+      this.#storeFailed(error)
+      return false
+    })
   }
 
   #storeFailed(error: unknown): void {
@@ -269,6 +347,37 @@ export class OutboxPublisher {
     if (this.#closed || isTidemarkError(error, 'TIDEMARK_STORE_CLOSED')) return
     this.#onStoreFailed(error)
   }
+}
+
+interface QueuedEntry {
+  /** Its key in the outbox state (after the state's prefix), as the store holds it now. */
+  key: Uint8Array
+  /** The entry as read (its records are views of it). */
+  readonly value: Buffer
+  readonly records: OutboxRecord[]
+  readonly starts: number[]
+  /** Its first record not delivered. */
+  next: number
+}
+
+interface Batch {
+  readonly records: OutboxRecord[]
+  /** Per entry the batch takes records of: its records up to `to` (exclusive). */
+  readonly parts: Array<{ entry: QueuedEntry; to: number }>
+}
+
+/**
+ * The outbox key of a record of the entry at `key` (outboxKey(): the same
+ * source topic and partition, then u64 offset and u32 index), from the
+ * record's id, whose last two fields are that offset and index.
+ */
+function restKey(key: Uint8Array, id: string): Buffer {
+  const out = Buffer.from(key)
+  const j = id.lastIndexOf(':')
+  const i = id.lastIndexOf(':', j - 1)
+  out.writeBigUInt64BE(BigInt(id.slice(i + 1, j)), out.length - 12)
+  out.writeUInt32BE(Number(id.slice(j + 1)), out.length - 4)
+  return out
 }
 
 /** Where the outbox state's keys end. */

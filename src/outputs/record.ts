@@ -45,55 +45,256 @@ export function encodeOutboxRecord(r: OutboxRecord): Buffer {
 /** The inverse of encodeOutboxRecord; throws an Error naming what is wrong (callers wrap it as a decode failure). */
 export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
   const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  let at = 0
-  const need = (n: number): void => {
-    if (at + n > b.length) throw new Error(`output record truncated at byte ${at} (needs ${n} more of ${b.length})`)
+  return new RecordReader(b, 0, b.length).record()
+}
+
+/**
+ * Reads one record in b[at, end). A class rather than closures inside the
+ * decode: the publisher decodes every delivered record, and a closure per
+ * field per record was a measurable share of delivery.
+ */
+class RecordReader {
+  constructor(
+    readonly b: Buffer,
+    public at: number,
+    readonly end: number,
+  ) {}
+
+  need(n: number): void {
+    if (this.at + n > this.end) throw new Error(`output record truncated at byte ${this.at} (needs ${n} more of ${this.end})`)
   }
-  need(4)
-  if (b.compare(MAGIC, 0, 4, 0, 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
-  at = 4
-  const text = (): string => {
-    need(2)
-    const n = b.readUInt16BE(at)
-    at += 2
-    need(n)
-    const s = b.toString('utf8', at, at + n)
-    at += n
+
+  text(): string {
+    this.need(2)
+    const n = this.b.readUInt16BE(this.at)
+    this.at += 2
+    this.need(n)
+    const s = this.b.toString('utf8', this.at, this.at + n)
+    this.at += n
     return s
   }
-  const id = text()
-  const topic = text()
-  need(4)
-  const partition = b.readInt32BE(at)
-  at += 4
-  const part = (): Buffer | null => {
-    need(4)
-    const n = b.readInt32BE(at)
-    at += 4
+
+  part(): Buffer | null {
+    this.need(4)
+    const n = this.b.readInt32BE(this.at)
+    this.at += 4
     if (n === -1) return null
     if (n < 0) throw new Error(`bad length ${n}`)
-    need(n)
-    const s = b.subarray(at, at + n)
-    at += n
+    this.need(n)
+    const s = this.b.subarray(this.at, this.at + n)
+    this.at += n
     return s
   }
-  const key = part()
-  const value = part()
-  need(2)
-  const count = b.readUInt16BE(at)
-  at += 2
-  const headers: Record<string, Buffer> = {}
-  for (let i = 0; i < count; i++) {
-    const name = text()
-    need(4)
-    const n = b.readUInt32BE(at)
-    at += 4
-    need(n)
-    headers[name] = b.subarray(at, at + n)
-    at += n
+
+  record(): OutboxRecord {
+    const b = this.b
+    const start = this.at
+    this.need(4)
+    if (b.compare(MAGIC, 0, 4, start, start + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
+    this.at += 4
+    const id = this.text()
+    const topic = this.text()
+    this.need(4)
+    const partition = b.readInt32BE(this.at)
+    this.at += 4
+    const key = this.part()
+    const value = this.part()
+    this.need(2)
+    const count = b.readUInt16BE(this.at)
+    this.at += 2
+    const headers: Record<string, Buffer> = {}
+    for (let i = 0; i < count; i++) {
+      const name = this.text()
+      this.need(4)
+      const n = b.readUInt32BE(this.at)
+      this.at += 4
+      this.need(n)
+      headers[name] = b.subarray(this.at, this.at + n)
+      this.at += n
+    }
+    if (this.at !== this.end) throw new Error(`${this.end - this.at} trailing bytes after the output record`)
+    const record: OutboxRecord = { id, topic, partition, key, value, headers }
+    ENCODED.set(record, b.subarray(start, this.end))
+    return record
   }
-  if (at !== b.length) throw new Error(`${b.length - at} trailing bytes after the output record`)
-  return { id, topic, partition, key, value, headers }
+}
+
+/**
+ * The bytes a decoded record was read from, so that a sink writing the binary
+ * form (fileLogSink) appends them instead of encoding the record again. Keyed
+ * by the object: a copy ({ ...record, topic }) is encoded afresh.
+ */
+const ENCODED = new WeakMap<OutboxRecord, Buffer>()
+
+/** encodeOutboxRecord(r), or the bytes `r` was decoded from (the same bytes). */
+export function outboxRecordBytes(r: OutboxRecord): Buffer {
+  return ENCODED.get(r) ?? encodeOutboxRecord(r)
+}
+
+/**
+ * An outbox entry holds the records one transaction emitted (a chunk), so
+ * that emitting costs one LevelDB entry per batch rather than one per
+ * record (that entry, its delete and its tombstone were most of the cost of
+ * an emit). Big-endian:
+ *
+ *   'T' 'M' 'C' 0x01
+ *   u32 record count
+ *   per record: u32 length, the record's binary form (encodeOutboxRecord)
+ *
+ * Its key is the outboxKey() of its first record, so entries scan in emit order.
+ */
+const CHUNK_MAGIC = Buffer.from('TMC\x01', 'latin1')
+export const CHUNK_HEADER_BYTES = 8
+
+/** The records of an outbox entry, each with the byte range of its framed form (length prefix included). */
+export interface OutboxChunk {
+  readonly records: OutboxRecord[]
+  /** starts[i]: where record i's length prefix begins; starts[count]: the end. */
+  readonly starts: number[]
+}
+
+/** Decodes an outbox entry; throws an Error naming what is wrong. */
+export function decodeOutboxChunk(bytes: Uint8Array): OutboxChunk {
+  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (b.length < CHUNK_HEADER_BYTES || b.compare(CHUNK_MAGIC, 0, 4, 0, 4) !== 0) throw new Error('not an outbox entry (no TMC\\x01 magic)')
+  const count = b.readUInt32BE(4)
+  const records: OutboxRecord[] = []
+  const starts: number[] = []
+  let at = CHUNK_HEADER_BYTES
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > b.length) throw new Error(`outbox entry truncated at record ${i} of ${count}`)
+    const n = b.readUInt32BE(at)
+    if (at + 4 + n > b.length) throw new Error(`outbox entry truncated in record ${i} of ${count}`)
+    starts.push(at)
+    records.push(new RecordReader(b, at + 4, at + 4 + n).record())
+    at += 4 + n
+  }
+  if (at !== b.length) throw new Error(`${b.length - at} trailing bytes after the outbox entry's ${count} records`)
+  starts.push(at)
+  return { records, starts }
+}
+
+/** The records and the bytes of their binary forms (framing excluded) of an outbox entry, from its header alone. */
+export function outboxChunkSize(bytes: Uint8Array): { records: number; bytes: number } {
+  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (b.length < CHUNK_HEADER_BYTES || b.compare(CHUNK_MAGIC, 0, 4, 0, 4) !== 0) throw new Error('not an outbox entry (no TMC\\x01 magic)')
+  const records = b.readUInt32BE(4)
+  return { records, bytes: b.length - CHUNK_HEADER_BYTES - 4 * records }
+}
+
+/** An outbox entry of the records framed in `chunk` from `from` (a starts[] position) to its end. */
+export function outboxChunkTail(chunk: Buffer, from: number, records: number): Buffer {
+  const out = Buffer.allocUnsafe(CHUNK_HEADER_BYTES + chunk.length - from)
+  CHUNK_MAGIC.copy(out, 0)
+  out.writeUInt32BE(records, 4)
+  chunk.copy(out, CHUNK_HEADER_BYTES, from)
+  return out
+}
+
+/**
+ * Builds the outbox entry of one transaction's emits: each record is
+ * encoded in one pass straight into one growing buffer (strings written
+ * in place, no Buffer per field).
+ */
+export class OutboxChunkWriter {
+  #buf: Buffer
+  #used = CHUNK_HEADER_BYTES
+  #count = 0
+
+  constructor(capacity = 16 * 1024) {
+    this.#buf = Buffer.allocUnsafe(Math.max(capacity, 256))
+    CHUNK_MAGIC.copy(this.#buf, 0)
+  }
+
+  get records(): number {
+    return this.#count
+  }
+
+  get byteLength(): number {
+    return this.#used
+  }
+
+  /** The entry as it stands (a view: valid until the next append). */
+  bytes(): Buffer {
+    this.#buf.writeUInt32BE(this.#count, 4)
+    return this.#buf.subarray(0, this.#used)
+  }
+
+  /**
+   * Appends a record in the binary form of encodeOutboxRecord: its headers
+   * are `headers[name]` for each of `names` (checked by the caller), then
+   * `tidemark-id: id`. Returns the record's length (framing excluded).
+   */
+  append(id: string, topic: string, partition: number, key: string | Uint8Array | null, value: string | Uint8Array | null, names: readonly string[] | undefined, headers: Readonly<Record<string, string | Uint8Array>> | undefined): number {
+    // An upper bound of the record's size: 3 UTF-8 bytes per UTF-16 unit.
+    let bound = 4 + 4 + 2 + 3 * id.length + 2 + 3 * topic.length + 4 + 4 + sizeBound(key) + 4 + sizeBound(value) + 2 + 2 + ID_HEADER.length + 4 + 3 * id.length
+    const headerCount = 1 + (names?.length ?? 0)
+    if (names !== undefined) for (const name of names) bound += 2 + 3 * name.length + 4 + sizeBound(headers![name]!)
+    this.#reserve(bound)
+    const b = this.#buf
+    const start = this.#used
+    let at = start + 4
+    at += MAGIC.copy(b, at)
+    at = writeText(b, at, id)
+    at = writeText(b, at, topic)
+    at = b.writeInt32BE(partition, at)
+    at = writePart(b, at, key)
+    at = writePart(b, at, value)
+    at = b.writeUInt16BE(headerCount, at)
+    if (names !== undefined) {
+      for (const name of names) {
+        at = writeText(b, at, name)
+        at = writeBytes(b, at, headers![name]!)
+      }
+    }
+    at = b.writeUInt16BE(ID_HEADER.length, at)
+    at += ID_HEADER.copy(b, at)
+    at = writeBytes(b, at, id)
+    b.writeUInt32BE(at - start - 4, start)
+    this.#used = at
+    this.#count++
+    return at - start - 4
+  }
+
+  #reserve(n: number): void {
+    if (this.#used + n <= this.#buf.length) return
+    const grown = Buffer.allocUnsafe(Math.max(this.#buf.length * 2, this.#used + n))
+    this.#buf.copy(grown, 0, 0, this.#used)
+    this.#buf = grown
+  }
+}
+
+const ID_HEADER = Buffer.from('tidemark-id', 'utf8')
+
+function sizeBound(v: string | Uint8Array | null): number {
+  return v === null ? 0 : typeof v === 'string' ? 3 * v.length : v.byteLength
+}
+
+/** u16 length + UTF-8 text. */
+function writeText(b: Buffer, at: number, s: string): number {
+  const n = b.write(s, at + 2, 'utf8')
+  b.writeUInt16BE(n, at)
+  return at + 2 + n
+}
+
+/** u32 length + bytes (a string as UTF-8). */
+function writeBytes(b: Buffer, at: number, v: string | Uint8Array): number {
+  const n = typeof v === 'string' ? b.write(v, at + 4, 'utf8') : copyInto(b, at + 4, v)
+  b.writeUInt32BE(n, at)
+  return at + 4 + n
+}
+
+/** i32 length (-1: null) + bytes. */
+function writePart(b: Buffer, at: number, v: string | Uint8Array | null): number {
+  if (v === null) return b.writeInt32BE(-1, at)
+  const n = typeof v === 'string' ? b.write(v, at + 4, 'utf8') : copyInto(b, at + 4, v)
+  b.writeInt32BE(n, at)
+  return at + 4 + n
+}
+
+function copyInto(b: Buffer, at: number, v: Uint8Array): number {
+  b.set(v, at)
+  return v.byteLength
 }
 
 /** A codec for events of a file log written by fileLogSink: each event is an OutboxRecord (ids in headers['tidemark-id']). */

@@ -2,7 +2,8 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
-import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxRecordCodec, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
+import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxKey, outboxRecordCodec, parseRecordId, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
+import { decodeOutboxChunk, outboxRecordBytes } from '../../src/outputs/record.js'
 import { consumerOptions, openProducer, produceWords, type WordEvent } from '../kafka-consumer/fixture.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
@@ -12,10 +13,16 @@ import { catchUpFailingAtWrite, counter, counts, wordLog } from './fixtures.js'
 const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })
 const stalled = (): OutputsOptions => ({ sink: stalledSink(), closeTimeoutMs: 1 })
 
+/** Per record the outbox holds, in outbox order: its outbox key and its bytes (an entry holds a transaction's records; how they group is no part of the comparison). */
 async function outboxOf(path: string): Promise<Buffer[]> {
   const store = await PartitionStore.open({ path, states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
   const out: Buffer[] = []
-  for await (const [key, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(Buffer.concat([Buffer.from(key), Buffer.from(value)]))
+  for await (const [, value] of store.transaction().value(OUTBOX_STATE).entries()) {
+    for (const r of decodeOutboxChunk(value).records) {
+      const { topic, partition, offset, index } = parseRecordId(r.id)
+      out.push(Buffer.concat([outboxKey(topic, partition, offset, index), outboxRecordBytes(r)]))
+    }
+  }
   await store.close()
   return out
 }
@@ -94,6 +101,48 @@ describe('outbox', () => {
     await next.close()
     expect(await outboxOf(join(dir, 'c', 'counter'))).toEqual(a)
     expect(await outboxOf(join(dir, 'b', 'counter'))).toEqual(a)
+    await log.close()
+  })
+
+  it('sends smaller than a batch: a stop after some of them keeps exactly the rest, the next start sends it once, in order', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 300)
+    const ids = Array.from({ length: 300 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(i), index: 0 }))
+    const sent: string[] = []
+    // Takes three sends of 7 (each outbox entry holds a batch of 50, so the
+    // third ends inside one), then never confirms the fourth.
+    let stuck!: () => void
+    const reachedFourth = new Promise<void>((resolve) => { stuck = resolve })
+    const threeSends: OutputSink = {
+      name: 'three-sends',
+      send: async (records) => {
+        if (sent.length >= 21) {
+          stuck()
+          return new Promise(() => undefined)
+        }
+        sent.push(...records.map((r) => r.id))
+      },
+      close: async () => undefined,
+    }
+    const first = counter(dir, log, { sink: threeSends, maxBatchRecords: 7, closeTimeoutMs: 1 }, { snapshots: undefined })
+    await first.start()
+    await first.catchUp()
+    await reachedFourth
+    await first.close()
+    expect(sent).toEqual(ids.slice(0, 21))
+    expect(await outboxOf(join(dir, 'counter'))).toHaveLength(279)
+
+    const store = await PartitionStore.open({ path: join(dir, 'counter'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
+    expect((await readOutbox(store)).map((r) => r.id)).toEqual(ids.slice(21))
+    await store.close()
+
+    const all: OutputSink = { name: 'all', send: async (records) => { sent.push(...records.map((r) => r.id)) }, close: async () => undefined }
+    const next = counter(dir, log, { sink: all, maxBatchRecords: 7 }, { snapshots: undefined })
+    await next.start()
+    await next.flushOutputs()
+    expect(await readOutbox(next.store)).toEqual([])
+    await next.close()
+    expect(sent).toEqual(ids)
     await log.close()
   })
 

@@ -62,7 +62,12 @@ export function kafkaSink(options: KafkaSinkOptions): OutputSink {
       for (const r of records) {
         let messages = byTopic.get(r.topic)
         if (messages === undefined) byTopic.set(r.topic, messages = [])
-        messages.push({ key: r.key, value: r.value, headers: { ...r.headers }, ...(r.partition >= 0 ? { partition: r.partition } : {}) })
+        // The record's headers object as it is (kafkajs only reads it), and
+        // one object per message: no copy and no spread per record, which a
+        // plain producer sending ready messages does not pay either.
+        const message: Message = { key: r.key, value: r.value, headers: r.headers as Message['headers'] }
+        if (r.partition >= 0) message.partition = r.partition
+        messages.push(message)
       }
       const p = await connected()
       await p.sendBatch({ acks, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
