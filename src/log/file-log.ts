@@ -1,4 +1,4 @@
-import { link, mkdir, open, readdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
+import { link, mkdir, open, readdir, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { TidemarkError } from '../errors.js'
 import { LockFile } from './lock-file.js'
@@ -88,6 +88,8 @@ interface AppendGroup {
   decided: number
   /** By #commit: the file its last records went to, which #flush syncs after the lock is released. */
   written: FileHandle | undefined
+  /** By #commit with `sync`: the flush of `written`, started as soon as the last write returned. */
+  flushing: Promise<void> | undefined
 }
 
 /**
@@ -98,19 +100,156 @@ interface AppendGroup {
  */
 export async function openFileLog(dir: string, options: FileLogOptions = {}): Promise<FileLog> {
   const log = new FileLog(dir, options)
+  await log.recover()
+  return log
+}
+
+/**
+ * The cores open in this process, by directory (its path, device and inode)
+ * and options: every handle of one log shares one core, so that appends
+ * through separate handles join the same groups and need no lock-file work
+ * between them (see FileLog). Handles with other options get a core of their
+ * own and coordinate through the lock file, as other processes do.
+ */
+const cores = new Map<string, { core: LogCore; handles: number; ready: Promise<void> }>()
+
+async function attachCore(dir: string, options: Readonly<Required<FileLogOptions>>): Promise<{ core: LogCore; detach(): Promise<void> }> {
+  if (!options.readOnly) await io('open', dir, () => mkdir(dir, { recursive: true }))
+  const { dev, ino } = await io('open', dir, () => stat(dir))
+  // The path too: a directory removed and made again may get the same inode.
+  const key = JSON.stringify([dir, dev, ino, options])
+  let joined = cores.get(key)
+  const creator = joined === undefined
+  if (joined === undefined) {
+    const core = new LogCore(dir, options)
+    const fresh = {
+      core,
+      handles: 0,
+      ready: core.recover().catch(async (err: unknown) => {
+        if (cores.get(key) === fresh) cores.delete(key)
+        // Removes the lock's private file, which a failed open would leave behind.
+        await core.close().catch(() => {})
+        throw err
+      }),
+    }
+    cores.set(key, (joined = fresh))
+  }
+  const entry = joined
+  entry.handles += 1
+  let detached = false
+  const detach = async (): Promise<void> => {
+    if (detached) return
+    detached = true
+    entry.handles -= 1
+    if (entry.handles > 0) return
+    // Gone from the map before it closes: a handle opened meanwhile gets a new core, which waits for the lock.
+    if (cores.get(key) === entry) cores.delete(key)
+    await entry.core.close()
+  }
   try {
-    await log.recover()
+    await entry.ready
+    // Every open catches up and cuts a torn tail, as the first one did
+    // (unless the core holds the lock, when nobody else can have written).
+    if (!creator) await entry.core.recover()
   } catch (err) {
-    // Removes the lock's private file, which a failed open would leave behind.
-    await log.close().catch(() => {})
+    await detach().catch(() => {})
     throw err
   }
-  return log
+  return { core: entry.core, detach }
 }
 
 /**
  * The embedded revisioned log: segment files in one directory, written by any
  * number of processes and read by any number.
+ *
+ * A FileLog is a handle: the handles of one log in one process (same
+ * directory and options) share one core, which holds the append lock, the
+ * segment index and the groups of appends, so that concurrent appends through
+ * separate handles are committed together exactly as through one handle.
+ * Closing a handle waits for its own appends; the last one closes the core.
+ */
+export class FileLog extends AbstractRevisionedLog {
+  readonly dir: string
+  readonly location: string
+  readonly options: Readonly<Required<FileLogOptions>>
+  #core: { core: LogCore; detach(): Promise<void> } | undefined
+  /** This handle's appends and truncations in flight, which its close waits for. */
+  readonly #pending = new Set<Promise<unknown>>()
+
+  constructor(dir: string, options: FileLogOptions = {}) {
+    super()
+    if (typeof dir !== 'string' || dir === '') throw new TypeError(`dir must be a non-empty path string, got ${describe(dir)}`)
+    if (!isAbsolute(dir)) throw new RangeError(`dir ('${dir}') must be an absolute path`)
+    this.dir = resolve(dir)
+    this.location = this.dir
+    this.options = validateOptions(options)
+  }
+
+  /** Attaches the handle to the log's core, opening it (creating the directory and the first segment, cutting a torn tail) if this process has none. */
+  async recover(): Promise<void> {
+    this.#core ??= await attachCore(this.dir, this.options)
+  }
+
+  get #log(): LogCore {
+    if (this.#core === undefined) throw new TypeError(`the file log at ${this.dir} is not open yet: use openFileLog(), or await recover() first`)
+    return this.#core.core
+  }
+
+  protected _oldest(): Promise<bigint> {
+    return this.#log.oldest()
+  }
+
+  protected _tail(): Promise<bigint> {
+    return this.#log.tail()
+  }
+
+  protected async *_read(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry> {
+    // Copied: an entry kept by a reader should not keep the chunk it was read
+    // in (up to a megabyte) alive.
+    for await (const batch of this._readBatches(from, end)) {
+      for (const entry of batch) yield { revision: entry.revision, data: Buffer.from(entry.data) }
+    }
+  }
+
+  protected override _readBatches(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry[]> {
+    return this.#log.readBatches(from, end, () => this.assertOpen())
+  }
+
+  protected _append(data: Uint8Array): Promise<bigint> {
+    this.#checkWritable('append')
+    return this.#track(this.#log.append(data, undefined)) as Promise<bigint>
+  }
+
+  protected _appendConditionally(data: Uint8Array, expected: bigint): Promise<bigint | undefined> {
+    this.#checkWritable('appendConditionally')
+    return this.#track(this.#log.append(data, expected))
+  }
+
+  protected _truncate(before: bigint): Promise<void> {
+    this.#checkWritable('truncate')
+    return this.#track(this.#log.truncate(before))
+  }
+
+  protected async _close(): Promise<void> {
+    // Appends already called finish (or fail) before the files close.
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending])
+    await this.#core?.detach()
+  }
+
+  #track<T>(work: Promise<T>): Promise<T> {
+    this.#pending.add(work)
+    const done = (): void => void this.#pending.delete(work)
+    work.then(done, done)
+    return work
+  }
+
+  #checkWritable(op: string): void {
+    if (this.options.readOnly) throw new TypeError(`${op}() on the file log at ${this.dir}, which was opened with readOnly: true; open it without readOnly to write`)
+  }
+}
+
+/**
+ * What the handles of one log share in one process.
  *
  * Revisions are consecutive from 0. Appends from all processes serialize on an
  * append lock file (see lock-file.ts); under it the appender first catches up
@@ -118,31 +257,35 @@ export async function openFileLog(dir: string, options: FileLogOptions = {}): Pr
  * check against the tail exact. Readers take no lock: they read up to the last
  * complete record, so an append in progress is simply not there yet.
  *
- * Appends are committed in groups: the appends this instance receives while
- * its previous group holds the lock wait in the next group, which then costs
- * one write and one flush however many entries it holds.
+ * Appends are committed in groups: the appends this core receives while its
+ * previous group holds the lock wait in the next group, which then costs one
+ * write and one flush however many entries it holds.
  *
- * The append lock is kept while this instance has work (groups queued, or
+ * The append lock is kept while this core has work (groups queued, or
  * written and being flushed), so that a writer that appends one entry after
  * another pays no lock-file or directory work per append: it was nearly all
  * of an append's time. It is released when the work runs out (checked one
  * turn of the event loop later) or as soon as another writer announces that
- * it waits (LockFile.wanted(), one stat per group); the catch-up with other
- * processes' appends happens only when the lock is taken again.
+ * it waits (LockFile.wanted(), one stat per group, while the group's flush
+ * runs); the catch-up with other processes' appends happens only when the
+ * lock is taken again.
  *
- * The flush (fdatasync) of a group runs after its write, outside the queue of
- * work under the lock: the next group is written while it runs and flushes
- * on its own, and appenders in other processes write while it runs too, so
- * concurrent flushes of the file overlap and the file system commits them
- * together. A caller is answered only when a flush that started after its
- * record was written has finished. Records are written in revision order
+ * The lock covers choosing the revisions and the write(2), never the flush:
+ * the flush (fdatasync) of a group starts as soon as its write returned, and
+ * the next group, or an appender in another process, writes while it runs,
+ * so concurrent flushes of the file overlap and the file system commits them
+ * together (ext4 batches them into one journal commit). A caller is answered
+ * only when a flush that started after its record was written has finished.
+ * fdatasync makes durable every write to the file that completed before it
+ * started, whichever process made it; records are written in revision order
  * under the lock, so a flush that covers a record covers every earlier one
- * in its segment; a segment is flushed before the next one is created, so
- * that no acknowledged record follows an unflushed one.
+ * in its segment, and any process that appends after it (which it can only
+ * do after catching up with it) flushes it again before acknowledging
+ * anything. A segment is flushed before the next one is created, so that no
+ * acknowledged record follows an unflushed one.
  */
-export class FileLog extends AbstractRevisionedLog {
+class LogCore {
   readonly dir: string
-  readonly location: string
   readonly options: Readonly<Required<FileLogOptions>>
   #segments: Segment[] = []
   #writer: { segment: Segment; file: FileHandle } | undefined
@@ -157,48 +300,33 @@ export class FileLog extends AbstractRevisionedLog {
   #busy = 0
   /** Flushes in flight: the writer's file is closed only after they end. */
   readonly #flushes = new Set<Promise<void>>()
+  #closed = false
 
-  constructor(dir: string, options: FileLogOptions = {}) {
-    super()
-    if (typeof dir !== 'string' || dir === '') throw new TypeError(`dir must be a non-empty path string, got ${describe(dir)}`)
-    if (!isAbsolute(dir)) throw new RangeError(`dir ('${dir}') must be an absolute path`)
-    this.dir = resolve(dir)
-    this.location = this.dir
-    this.options = validateOptions(options)
-    this.#lock = new LockFile(join(this.dir, LOCK_NAME))
+  constructor(dir: string, options: Readonly<Required<FileLogOptions>>) {
+    this.dir = dir
+    this.options = options
+    this.#lock = new LockFile(join(this.dir, LOCK_NAME), () => this.#releaseWhenIdle())
   }
 
   /** Creates the directory and the first segment if needed, and cuts a torn tail; with readOnly, only reads what is there. */
   async recover(): Promise<void> {
-    if (this.options.readOnly) {
-      await this.#refresh()
-      return
-    }
-    await this.#io('open', () => mkdir(this.dir, { recursive: true }))
-    await this.#locked(async () => {})
+    if (this.options.readOnly) await this.#refresh()
+    else await this.#locked(async () => {})
   }
 
-  protected async _oldest(): Promise<bigint> {
+  async oldest(): Promise<bigint> {
     await this.#refresh()
     const first = this.#segments[0]
     return first === undefined ? 0n : first.base
   }
 
-  protected async _tail(): Promise<bigint> {
+  async tail(): Promise<bigint> {
     await this.#refresh()
     return this.#tailSegment()?.knownRevision ?? 0n
   }
 
-  protected async *_read(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry> {
-    // Copied: an entry kept by a reader should not keep the chunk it was read
-    // in (up to a megabyte) alive.
-    for await (const batch of this._readBatches(from, end)) {
-      for (const entry of batch) yield { revision: entry.revision, data: Buffer.from(entry.data) }
-    }
-  }
-
-  /** One batch per chunk read from a segment; the entries share the chunk, which is never written again. */
-  protected override async *_readBatches(from: bigint, end: bigint | undefined): AsyncGenerator<LogEntry[]> {
+  /** One batch per chunk read from a segment; the entries share the chunk, which is never written again. `assertOpen` is the reading handle's. */
+  async *readBatches(from: bigint, end: bigint | undefined, assertOpen: () => void): AsyncGenerator<LogEntry[]> {
     await this.#refresh()
     const tail = this.#tailSegment()?.knownRevision ?? 0n
     const stop = end === undefined || end > tail ? tail : end
@@ -208,7 +336,7 @@ export class FileLog extends AbstractRevisionedLog {
     let revision = from
     let index = this.#segmentIndex(revision)
     while (revision < stop) {
-      this.assertOpen()
+      assertOpen()
       const segment = this.#segments[index]
       if (segment === undefined) break
       const file = await this.#openSegment(segment, from, oldest)
@@ -239,7 +367,7 @@ export class FileLog extends AbstractRevisionedLog {
             at = step.revision + 1n
           }
           if (entries.length > 0) {
-            this.assertOpen()
+            assertOpen()
             yield entries
           }
           if (done) break scan
@@ -255,18 +383,7 @@ export class FileLog extends AbstractRevisionedLog {
     }
   }
 
-  protected _append(data: Uint8Array): Promise<bigint> {
-    this.#checkWritable('append')
-    return this.#appendRecord(data, undefined) as Promise<bigint>
-  }
-
-  protected _appendConditionally(data: Uint8Array, expected: bigint): Promise<bigint | undefined> {
-    this.#checkWritable('appendConditionally')
-    return this.#appendRecord(data, expected)
-  }
-
-  protected async _truncate(before: bigint): Promise<void> {
-    this.#checkWritable('truncate')
+  async truncate(before: bigint): Promise<void> {
     await this.#locked(async () => {
       const tail = this.#tailSegment()?.knownRevision ?? 0n
       if (before > tail) throw new RangeError(`before (${before}) is past the tail (${tail}) of the log at ${this.dir}`)
@@ -282,9 +399,10 @@ export class FileLog extends AbstractRevisionedLog {
     })
   }
 
-  protected async _close(): Promise<void> {
+  async close(): Promise<void> {
     // Appends already queued finish (or fail) before the files close.
     await this.#queue.catch(() => {})
+    this.#closed = true
     await this.#settleFlushes()
     if (this.#held) {
       this.#held = false
@@ -306,14 +424,15 @@ export class FileLog extends AbstractRevisionedLog {
     await writer.file.close()
   }
 
-  #appendRecord(data: Uint8Array, expected: bigint | undefined): Promise<bigint | undefined> {
+  /** An append, or with `expected` a conditional one. */
+  append(data: Uint8Array, expected: bigint | undefined): Promise<bigint | undefined> {
     if (data.byteLength > this.options.maxRecordBytes) {
       throw new RangeError(`data is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
     }
     const size = RECORD_HEADER_BYTES + data.byteLength
     let group = this.#forming
     if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) {
-      const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined }
+      const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined, flushing: undefined }
       this.#locked(() => this.#commit(fresh)).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
       // After #locked, which closes the group formed before it.
       this.#forming = group = fresh
@@ -374,6 +493,9 @@ export class FileLog extends AbstractRevisionedLog {
       // made it lose are written: had their write failed, it gets the error.
       group.decided = next
     }
+    // At once, not after the lock is released or checked: the flush is what
+    // an append waits for, and nothing under the lock needs to wait for it.
+    if (this.options.sync && group.written !== undefined) group.flushing = this.#startFlush(group.written)
   }
 
   /** Writes the records of entries[first..end) that took effect, back to back at the end of the writer's segment. */
@@ -418,18 +540,26 @@ export class FileLog extends AbstractRevisionedLog {
   async #flush(group: AppendGroup, error?: unknown): Promise<void> {
     const file = group.written
     if (!this.options.sync || file === undefined || group.decided === 0) return this.#answer(group, error)
-    const flushing = this.#io('append', () => file.datasync())
-    this.#flushes.add(flushing)
     try {
-      await flushing
+      // Started by #commit, unless it failed after writing.
+      await (group.flushing ?? this.#startFlush(file))
     } catch (err) {
       group.decided = 0
       return this.#answer(group, error ?? err)
-    } finally {
+    }
+    this.#answer(group, error)
+  }
+
+  /** A flush of `file`, counted in #flushes while it runs (the lock and the file stay until it ends). */
+  #startFlush(file: FileHandle): Promise<void> {
+    const flushing = this.#io('append', () => file.datasync())
+    this.#flushes.add(flushing)
+    const done = (): void => {
       this.#flushes.delete(flushing)
       this.#releaseWhenIdle()
     }
-    this.#answer(group, error)
+    flushing.then(done, done)
+    return flushing
   }
 
   /**
@@ -460,13 +590,18 @@ export class FileLog extends AbstractRevisionedLog {
     const run = async (): Promise<T> => {
       let failed = true
       try {
-        this.assertOpen()
+        if (this.#closed) throw new TidemarkError('TIDEMARK_LOG_CLOSED', `the log at ${this.dir} is closed`)
         if (!this.#held) {
           await this.#io('lock', () => this.#lock.acquire(this.options.lockTimeoutMs, `the file log at ${this.dir}`))
           this.#held = true
-          await this.#refresh()
-          if (this.#segments.length === 0) await this.#createSegment(0n)
-          await this.#repairTail()
+          // The scan of the catch-up tells whether the tail ends in a whole
+          // record; only if not does the repair look at the file again.
+          let clean = await this.#refresh()
+          if (this.#segments.length === 0) {
+            await this.#createSegment(0n)
+            clean = true
+          }
+          if (!clean) await this.#repairTail()
         }
         const result = await work()
         failed = false
@@ -495,11 +630,11 @@ export class FileLog extends AbstractRevisionedLog {
    * keeps the lock. Queued, so that it never runs beside work under the lock.
    */
   #releaseWhenIdle(): void {
-    if (!this.#held || this.#busy > 0 || this.#flushes.size > 0) return
+    if (!this.#idle()) return
     setImmediate(() => {
-      if (!this.#held || this.#busy > 0 || this.#flushes.size > 0) return
+      if (!this.#idle()) return
       const release = this.#queue.then(async () => {
-        if (this.#held && this.#busy === 0 && this.#flushes.size === 0) await this.#unlock()
+        if (this.#idle()) await this.#unlock()
       })
       // A failed release leaves the lock file behind, and its holder (this
       // live process) keeps it; the next acquisition reports it.
@@ -507,9 +642,26 @@ export class FileLog extends AbstractRevisionedLog {
     })
   }
 
-  /** Lists the segments and scans what was appended to the last one since the last look. */
-  async #refresh(): Promise<void> {
-    const names = await this.#io('list', () => readdir(this.dir))
+  /**
+   * Held, and nothing under the lock to do. Flushes in flight keep the lock
+   * (the appender is about to append again) unless another writer waits: it
+   * writes while our flush runs.
+   */
+  #idle(): boolean {
+    return this.#held && this.#busy === 0 && (this.#flushes.size === 0 || this.#lock.wantedNow)
+  }
+
+  /** Lists the segments and scans what was appended to the last one since the last look; true if it ends in a whole record (or there is none). */
+  async #refresh(): Promise<boolean> {
+    // The scan of the writer's segment runs beside the listing: the segment
+    // is still the tail unless another process rolled to a new one.
+    const own = this.#writer
+    const early = own === undefined ? undefined : this.#scanTail(own.segment, own.file)
+    early?.catch(() => {})
+    const names = await this.#io('list', () => readdir(this.dir)).catch(async (err: unknown) => {
+      await early?.catch(() => {})
+      throw err
+    })
     const bases = names.flatMap((name) => {
       const m = SEGMENT_NAME.exec(name)
       return m ? [BigInt(m[1]!)] : []
@@ -522,20 +674,28 @@ export class FileLog extends AbstractRevisionedLog {
       knownPos: SEGMENT_HEADER_BYTES,
       knownRevision: base,
     })
-    if (this.#writer !== undefined && this.#writer.segment !== this.#tailSegment()) await this.#closeWriter()
     const tail = this.#tailSegment()
-    if (tail === undefined) return
-    // The appender's own handle saves an open and a header check per append.
-    const own = this.#writer?.file
-    const file = own ?? (await this.#openSegment(tail, undefined, undefined))
+    if (early !== undefined && own!.segment === tail) return early
+    await early?.catch(() => {})
+    if (this.#writer !== undefined && this.#writer.segment !== tail) await this.#closeWriter()
+    if (tail === undefined) return true
+    const file = await this.#openSegment(tail, undefined, undefined)
     try {
-      for await (const step of scanSegment(file, tail.knownPos, tail.knownRevision, this.options.maxRecordBytes)) {
-        if (step.kind === 'record') this.#learn(tail, step)
-        else if (step.kind === 'corrupt') throw corrupt(this.dir, tail.knownRevision, `the record at byte ${step.pos} of ${tail.path}: ${step.problem}`, tail.path, step.pos)
-      }
+      return await this.#scanTail(tail, file)
     } finally {
-      if (own === undefined) await file.close()
+      await file.close()
     }
+  }
+
+  /** Learns the records appended to `segment` since the last look; true if it ends in a whole record. */
+  async #scanTail(segment: Segment, file: FileHandle): Promise<boolean> {
+    let clean = true
+    for await (const step of scanSegment(file, segment.knownPos, segment.knownRevision, this.options.maxRecordBytes)) {
+      if (step.kind === 'record') this.#learn(segment, step)
+      else if (step.kind === 'corrupt') throw corrupt(this.dir, segment.knownRevision, `the record at byte ${step.pos} of ${segment.path}: ${step.problem}`, segment.path, step.pos)
+      else clean = step.kind === 'end'
+    }
+    return clean
   }
 
   /** Under the lock: cut an incomplete or zero-filled last record. */
@@ -652,21 +812,22 @@ export class FileLog extends AbstractRevisionedLog {
     return index
   }
 
-  #checkWritable(op: string): void {
-    if (this.options.readOnly) throw new TypeError(`${op}() on the file log at ${this.dir}, which was opened with readOnly: true; open it without readOnly to write`)
-  }
-
   #tailSegment(): Segment | undefined {
     return this.#segments[this.#segments.length - 1]
   }
 
-  async #io<T>(op: string, work: () => Promise<T>): Promise<T> {
-    try {
-      return await work()
-    } catch (err) {
-      if (err instanceof TidemarkError || err instanceof TypeError || err instanceof RangeError) throw err
-      throw ioError(err, op, this.dir)
-    }
+  #io<T>(op: string, work: () => Promise<T>): Promise<T> {
+    return io(op, this.dir, work)
+  }
+}
+
+/** Runs file-system work, reporting its failures as TIDEMARK_LOG_UNAVAILABLE. */
+async function io<T>(op: string, where: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    if (err instanceof TidemarkError || err instanceof TypeError || err instanceof RangeError) throw err
+    throw ioError(err, op, where)
   }
 }
 

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
+import { watch, type FSWatcher } from 'node:fs'
 import { access, link, open, readdir, readFile, unlink, writeFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
@@ -26,11 +27,24 @@ import { TidemarkError } from '../errors.js'
  * while appends keep coming, so that they cost no lock-file work). Waiting is
  * therefore announced: a process that finds the lock taken creates
  * `<lock>.want` (create-only, so an existing one is not written again), the
- * holder looks for it with wanted() after each operation and releases, and
- * whoever takes the lock next, or gives up waiting, removes it (other waiters
- * create it again at their next attempt). One left by a waiter that died only
- * costs the next holder one needless release.
+ * holder looks for it with wanted() after each operation, and a holder that
+ * saw it removes it as it releases. A waiter watches the lock it found
+ * before it announces, so an announcement removed by a holder that was about
+ * to release is not lost: that release wakes the waiter. A waiter that gives
+ * up removes it too. One left behind (by a waiter that took the lock itself,
+ * or died) only costs the next holder one needless release.
+ *
+ * A waiter does not poll: it watches the lock file (inotify), whose link
+ * count drops when its holder releases, and tries again at once. The watch
+ * is backed by a timer (FALLBACK_MS), which also catches a holder that died
+ * while we waited, and covers file systems whose changes by other hosts
+ * inotify does not see.
  */
+
+/** How long a waiter waits for the release event before it looks at the holder and tries again. */
+const FALLBACK_MS = 50
+/** Without inotify (no watches left), a waiter polls this often. */
+const POLL_MS = 2
 
 interface Holder {
   pid: number
@@ -48,9 +62,18 @@ export class LockFile {
   readonly #private: string
   readonly #want: string
   #ready = false
+  /** An announcement was seen since the lock was taken; release() removes it. */
+  #sawWant = false
+  #held = false
 
-  constructor(path: string) {
+  /** Called when a waiter announces itself while the lock is held (and the directory can be watched). */
+  readonly #onWanted: () => void
+  /** Watches the directory for announcements while the lock is held, so that wanted() costs nothing. */
+  #announcements: FSWatcher | undefined | null
+
+  constructor(path: string, onWanted: () => void = () => {}) {
     this.path = path
+    this.#onWanted = onWanted
     this.#want = `${path}.want`
     this.#private = `${path}.${hostTag}.${process.pid}.${this.#me.nonce}`
   }
@@ -58,35 +81,45 @@ export class LockFile {
   /** Waits up to `timeoutMs` for the lock; `what` names the protected thing in the error. */
   async acquire(timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs
-    let delay = 0.25
-    let announced = false
+    // Whether the holder was checked for death since the last wake by the
+    // timer: not at the first failure, which is nearly always a live holder
+    // about to release (a dead one costs one FALLBACK_MS).
+    let checked = true
     for (;;) {
       if (await this.tryAcquire()) {
-        if (announced) await unlink(this.#want).catch(() => {})
+        this.#taken()
         return
       }
-      // Again at each attempt: a waiter that took the lock or gave up removed it.
-      await announce(this.#want)
-      announced = true
-      const holder = await readHolder(this.path)
-      if (holder !== undefined && isDead(holder)) {
-        await breakLock(this.path, holder)
-        continue
+      // Before announcing: a release from now on wakes us (see the class comment).
+      const release = watchRelease(this.path)
+      // Released between our attempt and the watch: try again at once.
+      if (release === undefined) continue
+      try {
+        await announce(this.#want)
+        if (!checked) {
+          checked = true
+          const holder = await readHolder(this.path)
+          if (holder !== undefined && isDead(holder)) {
+            await breakLock(this.path, holder)
+            continue
+          }
+        }
+        const remaining = deadline - Date.now()
+        if (remaining <= 0) {
+          // Not left for the holder to release for nobody. Another waiter's
+          // announcement may go with it: that waiter announces again when its
+          // timer wakes it.
+          await unlink(this.#want).catch(() => {})
+          const holder = await readHolder(this.path)
+          const who = holder === undefined ? 'an unknown process' : `pid ${holder.pid} on ${holder.host}`
+          throw new TidemarkError('TIDEMARK_LOG_LOCKED', `${what} is locked by ${who} (${this.path}); waited ${timeoutMs} ms`, {
+            details: { path: this.path, holder },
+          })
+        }
+        if (!(await release.wait(Math.min(remaining, FALLBACK_MS)))) checked = false
+      } finally {
+        release.close()
       }
-      if (Date.now() >= deadline) {
-        await unlink(this.#want).catch(() => {})
-        const who = holder === undefined ? 'an unknown process' : `pid ${holder.pid} on ${holder.host}`
-        throw new TidemarkError('TIDEMARK_LOG_LOCKED', `${what} is locked by ${who} (${this.path}); waited ${timeoutMs} ms`, {
-          details: { path: this.path, holder },
-        })
-      }
-      // The holder releases after the operation in progress (one group of
-      // appends, at most a few MiB) once it sees the want file, usually
-      // within a millisecond or two, so a short jittered backoff wastes
-      // little and needs no watcher (fs.watch is unreliable on network file
-      // systems).
-      await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())))
-      delay = Math.min(delay * 2, 4)
     }
   }
 
@@ -112,18 +145,74 @@ export class LockFile {
     }
   }
 
-  /** Only this holder can remove its lock while it lives, so no check is needed first. */
+  /**
+   * Only this holder can remove its lock while it lives, so no check is
+   * needed first. An announcement seen is removed with it: its waiters are
+   * woken by the release itself. (Both at once, as the hand-over is what
+   * other processes wait for; an announcement made in between and removed
+   * with it costs its waiter at most one FALLBACK_MS.)
+   */
   async release(): Promise<void> {
-    await unlink(this.path)
+    this.#held = false
+    const removeWant = this.#sawWant ? unlink(this.#want).catch(() => {}) : undefined
+    this.#sawWant = false
+    await Promise.all([removeWant, unlink(this.path)])
   }
 
-  /** Whether another process (or LockFile) is waiting for the lock: one stat, no write. */
+  /**
+   * Whether another process (or LockFile) is waiting for the lock: nothing
+   * to do when the directory is watched, one stat otherwise.
+   */
   async wanted(): Promise<boolean> {
-    return access(this.#want).then(() => true, () => false)
+    if (this.#announcements) return this.#sawWant
+    this.#sawWant = await access(this.#want).then(() => true, () => false)
+    return this.#sawWant
+  }
+
+  /** What wanted() would say now, as far as is known without looking (false without a watch). */
+  get wantedNow(): boolean {
+    return this.#announcements ? this.#sawWant : false
+  }
+
+  /**
+   * The lock was just taken: an announcement made before is looked for once
+   * (it is not made again while it exists), later ones arrive as events.
+   */
+  #taken(): void {
+    this.#held = true
+    this.#sawWant = false
+    if (this.#announcements === undefined) {
+      try {
+        this.#announcements = watch(dirname(this.path), { persistent: false }, (_event, name) => {
+          // Its removal is reported too, and spurious wakes only cost a release.
+          if (name === basename(this.#want) && this.#held) {
+            this.#sawWant = true
+            this.#onWanted()
+          }
+        })
+        this.#announcements.on('error', () => {
+          this.#announcements?.close()
+          this.#announcements = null
+        })
+      } catch {
+        // Without a watch, wanted() looks at the file each time.
+        this.#announcements = null
+      }
+    }
+    if (this.#announcements) {
+      void access(this.#want).then(() => {
+        if (this.#held && !this.#sawWant) {
+          this.#sawWant = true
+          this.#onWanted()
+        }
+      }, () => {})
+    }
   }
 
   /** Removes the private file; the lock must not be held. */
   async dispose(): Promise<void> {
+    this.#announcements?.close()
+    this.#announcements = undefined
     if (this.#ready) await unlink(this.#private).catch(() => {})
     this.#ready = false
   }
@@ -136,6 +225,40 @@ async function announce(path: string): Promise<void> {
     await handle.close()
   } catch {
     // EEXIST: announced already, by us or another waiter.
+  }
+}
+
+/**
+ * Watches the lock at `path` for its release (its link count drops, or it is
+ * replaced); undefined when there is no lock there any more. Spurious wakes
+ * only cost an attempt.
+ */
+function watchRelease(path: string): { wait(ms: number): Promise<boolean>; close(): void } | undefined {
+  let fired = false
+  let wake: (() => void) | undefined
+  const fire = (): void => {
+    fired = true
+    wake?.()
+  }
+  let watcher: FSWatcher | undefined
+  try {
+    watcher = watch(path, { persistent: true }, fire)
+    watcher.on('error', fire)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    // No watch (out of inotify watches, or none on this file system): poll.
+  }
+  const every = watcher === undefined ? POLL_MS : Infinity
+  return {
+    wait: (ms) => new Promise((resolve) => {
+      if (fired) return resolve(true)
+      const timer = setTimeout(() => resolve(false), Math.min(ms, every))
+      wake = () => {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    }),
+    close: () => watcher?.close(),
   }
 }
 
