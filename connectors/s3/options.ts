@@ -1,3 +1,5 @@
+import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT } from '../../src/dfs/transfer-limiter.js'
+
 export interface S3Credentials {
   accessKeyId: string
   secretAccessKey: string
@@ -25,6 +27,22 @@ export interface S3SnapshotStoreOptions {
   partSize?: number
   /** Parts in flight per put; memory use per put is about (uploadConcurrency + 1) * partSize. */
   uploadConcurrency?: number
+  /**
+   * Upload requests (PutObject, UploadPart) in flight at once across every
+   * put of this store instance: all the partitions of a process that share
+   * the store share these. Each holds one part buffer, so a process's upload
+   * memory is about maxConcurrentUploads * partSize however many partitions
+   * snapshot at once. A put of a body already in memory (a manifest, a claim)
+   * takes no slot: its memory is spent, and a lease renewal must not queue
+   * behind snapshot data.
+   */
+  maxConcurrentUploads?: number
+  /**
+   * GetObject requests in flight at once across every get of this store
+   * instance (all restores of the process); a get holds its slot until its
+   * body is read to the end or destroyed.
+   */
+  maxConcurrentDownloads?: number
   /** Keys per ListObjectsV2 request (S3 returns at most 1000). */
   listPageSize?: number
   connectTimeoutMs?: number
@@ -42,10 +60,12 @@ export const S3_DEFAULTS = Object.freeze({
   maxAttempts: 5,
   retryBaseDelayMs: 100,
   retryMaxDelayMs: 5_000,
-  // S3's smallest part: the pool of part buffers is (uploadConcurrency + 1) x
-  // partSize, and larger parts were no faster against radosgw (bench snapshot).
+  // S3's smallest part: the pool of part buffers is at most maxConcurrentUploads
+  // x partSize, and larger parts were no faster against radosgw (bench snapshot).
   partSize: 5 * MiB,
   uploadConcurrency: 4,
+  maxConcurrentUploads: DEFAULT_TRANSFER_LIMIT,
+  maxConcurrentDownloads: DEFAULT_TRANSFER_LIMIT,
   listPageSize: 1000,
   connectTimeoutMs: 5_000,
   idleTimeoutMs: 30_000,
@@ -108,6 +128,8 @@ export function resolveS3Options(input: S3SnapshotStoreOptions): ResolvedS3Optio
   // S3 rejects parts under 5 MiB (except the last) and over 5 GiB.
   integer(options, 'partSize', 5 * MiB, 5 * 1024 * MiB)
   integer(options, 'uploadConcurrency', 1, 64)
+  checkTransferLimit(options.maxConcurrentUploads, 'maxConcurrentUploads')
+  checkTransferLimit(options.maxConcurrentDownloads, 'maxConcurrentDownloads')
   integer(options, 'listPageSize', 1, 1000)
   integer(options, 'connectTimeoutMs', 1, 600_000)
   integer(options, 'idleTimeoutMs', 1, 3_600_000)

@@ -24,6 +24,7 @@ import {
   type PutResult,
   type SnapshotStoreCapabilities,
 } from '../../src/dfs/snapshot-store.js'
+import { releaseOnClose, TransferLimiter } from '../../src/dfs/transfer-limiter.js'
 import { isRetriableS3Error, toTidemarkError } from './errors.js'
 import { quietSdk } from './quiet-sdk.js'
 import { resolveS3Options, type ResolvedS3Options, type S3SnapshotStoreOptions } from './options.js'
@@ -47,6 +48,9 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
   readonly client: S3Client
   readonly #retry: RetryPolicy
   readonly #parts: PartPool
+  /** Shared by every put and get of this instance: see maxConcurrentUploads and maxConcurrentDownloads. */
+  readonly #uploads: TransferLimiter
+  readonly #downloads: TransferLimiter
 
   constructor(options: S3SnapshotStoreOptions) {
     super()
@@ -60,7 +64,11 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
       maxAttempts: 1,
       requestHandler: { connectionTimeout: this.options.connectTimeoutMs, socketTimeout: this.options.idleTimeoutMs },
     }))
-    this.#parts = new PartPool(this.options.partSize, this.options.uploadConcurrency + 1)
+    this.#uploads = new TransferLimiter(this.options.maxConcurrentUploads)
+    this.#downloads = new TransferLimiter(this.options.maxConcurrentDownloads)
+    // A part buffer is in use only while its request holds an upload slot
+    // (a slot is taken before the part is read), so the pool never needs more.
+    this.#parts = new PartPool(this.options.partSize, this.options.maxConcurrentUploads)
     this.#retry = { maxAttempts: this.options.maxAttempts, baseDelayMs: this.options.retryBaseDelayMs, maxDelayMs: this.options.retryMaxDelayMs }
     // A server that ignores If-None-Match (s3rver) ignores If-Match too, so
     // one option covers both.
@@ -86,10 +94,14 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     // A body in memory goes up as it is, cut into subarrays: no copy. The
     // caller keeps it unchanged until put() settles, as with any write.
     const parts = body instanceof Uint8Array ? sliceParts(body, partSize) : splitParts(bodyChunks(key, body, contentLength), partSize, this.#parts)
-    const first = await parts.next()
-    if (first.done === true) throw new Error('unreachable: splitParts yields at least one part')
-    if (first.value.last) {
-      const part = first.value
+    // A stream's part takes its upload slot before it is read into a pool
+    // buffer, so the buffers filled at once are bounded by the slots, not by
+    // the puts waiting for one. A body in memory takes none (see maxConcurrentUploads).
+    const slots = body instanceof Uint8Array ? undefined : this.#uploads
+    const first = await nextPart(parts, slots)
+    if (first === undefined) throw new Error('unreachable: splitParts yields at least one part')
+    if (first.part.last) {
+      const { part, release } = first
       const data = part.data
       const response = await this.#send('put', key, () => this.client.send(new PutObjectCommand({
         Bucket: bucket,
@@ -101,18 +113,19 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
         ...(ifMatch !== undefined ? { IfMatch: ifMatch } : {}),
       }))).catch((err: unknown) => {
         throw ifMatch === undefined ? err : this.#preconditionFailed(key, ifMatch, err)
-      })
+      }).finally(release)
       this.#parts.give(part)
       // An ETag-less answer would leave a compare-and-swap caller without the version it wrote.
       const etag = unquote(response.ETag) ?? (conditional ? (await this._head(key))?.etag : undefined)
       return { key, size: data.byteLength, etag }
     }
     if (conditional) {
-      this.#parts.give(first.value)
+      first.release()
+      this.#parts.give(first.part)
       await parts.return(undefined) // stops reading the caller's stream
       throw conditionalTooLarge()
     }
-    return this.#putMultipart(key, first.value, parts)
+    return this.#putMultipart(key, first, parts, slots)
   }
 
   /**
@@ -132,12 +145,19 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     })
   }
 
-  async #putMultipart(key: string, first: Part, parts: AsyncGenerator<Part>): Promise<PutResult> {
+  async #putMultipart(key: string, first: HeldPart, parts: AsyncGenerator<Part>, slots: TransferLimiter | undefined): Promise<PutResult> {
     const { bucket, partSize, uploadConcurrency } = this.options
     const Key = this.#objectKey(key)
-    const created = await this.#send('put', key, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key })))
-    const UploadId = created.UploadId
-    if (UploadId === undefined) throw toTidemarkError(new Error('CreateMultipartUpload returned no UploadId'), { op: 'put', key, bucket })
+    let UploadId: string | undefined
+    try {
+      const created = await this.#send('put', key, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key })))
+      UploadId = created.UploadId
+      if (UploadId === undefined) throw toTidemarkError(new Error('CreateMultipartUpload returned no UploadId'), { op: 'put', key, bucket })
+    } catch (err) {
+      first.release()
+      await parts.return(undefined)
+      throw err
+    }
 
     const completed: CompletedPart[] = []
     const inFlight = new Set<Promise<void>>()
@@ -145,13 +165,15 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     // ever left unobserved while the loop waits for the caller's stream.
     let failure: unknown
     let size = 0
+    // The part read but not yet sent, with its slot; each sent part's request gives its slot back when it settles.
+    let held: HeldPart | undefined = first
     try {
-      let part: Part | undefined = first
-      for (let PartNumber = 1; part !== undefined && failure === undefined; PartNumber++) {
+      for (let PartNumber = 1; held !== undefined && failure === undefined; PartNumber++) {
         if (PartNumber > MAX_PARTS) {
           throw new RangeError(`'${key}' needs more than ${MAX_PARTS} parts of partSize (${partSize}) bytes; raise partSize`)
         }
-        const sending: Part = part
+        const { part: sending, release } = held
+        held = undefined
         const Body = sending.data
         size += Body.byteLength
         const upload: Promise<void> = this.#send('put', key, () => this.client.send(new UploadPartCommand({
@@ -162,12 +184,19 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
             this.#parts.give(sending)
           },
           (err: unknown) => { failure ??= err },
-        ).finally(() => inFlight.delete(upload))
+        ).finally(() => {
+          release()
+          inFlight.delete(upload)
+        })
         inFlight.add(upload)
         if (inFlight.size >= uploadConcurrency) await Promise.race(inFlight)
-        part = part.last ? undefined : (await parts.next()).value
+        if (!sending.last && failure === undefined) held = await nextPart(parts, slots)
       }
-      if (part !== undefined) this.#parts.give(part) // read, but not sent: a part failed meanwhile
+      if (held !== undefined) { // read, but not sent: a part failed meanwhile
+        held.release()
+        this.#parts.give(held.part)
+        held = undefined
+      }
       await Promise.all(inFlight)
       if (failure !== undefined) throw failure
       completed.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0))
@@ -178,6 +207,7 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
       const etag = unquote(response.ETag) ?? (await this._head(key))?.etag
       return { key, size, etag }
     } catch (err) {
+      held?.release()
       // Let the parts in flight settle first, or one could land after the abort and be kept.
       await Promise.all(inFlight)
       await parts.return(undefined)
@@ -188,11 +218,14 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     }
   }
 
-  protected async _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable> {
+  protected async _get(key: string, range: { start: number; end: number | undefined } | undefined, options: { metadata: boolean }): Promise<Readable> {
+    // Held until the body is read to its end or destroyed, resumed requests included.
+    const release = options.metadata ? () => {} : await this.#downloads.acquire()
     let response: GetObjectCommandOutput
     try {
       response = await this.#getObject(key, range?.start ?? 0, range?.end, range !== undefined)
     } catch (err) {
+      release()
       if (isTidemarkError(err) && err.details.httpStatus === 416 && range !== undefined) {
         throw new RangeError(`range.start (${range.start}) is at or past the end of '${key}'`, { cause: err })
       }
@@ -201,7 +234,7 @@ export class S3SnapshotStore extends AbstractSnapshotStore {
     // The object's size bounds a resumed request: from ContentLength, or from 'bytes a-b/size' for a ranged GET.
     const total = range === undefined ? response.ContentLength : Number(/\/(\d+)$/.exec(response.ContentRange ?? '')?.[1])
     const last = Math.min(range?.end ?? Infinity, total !== undefined && Number.isFinite(total) ? total - 1 : Infinity)
-    return Readable.from(this.#resumingBody(key, response, range?.start ?? 0, last), { objectMode: false })
+    return releaseOnClose(Readable.from(this.#resumingBody(key, response, range?.start ?? 0, last), { objectMode: false }), release)
   }
 
   /**
@@ -326,6 +359,28 @@ interface Part {
   last: boolean
   /** The pool buffer that `data` lies in, when it came from the pool. */
   pooled?: Buffer
+}
+
+/** A part read from the body, with the upload slot it was read under (a no-op for a body in memory). */
+interface HeldPart {
+  part: Part
+  release: () => void
+}
+
+/** Takes a slot (when `slots` is given), then reads the next part in it; undefined at the end of the body. */
+async function nextPart(parts: AsyncGenerator<Part>, slots: TransferLimiter | undefined): Promise<HeldPart | undefined> {
+  const release = slots === undefined ? () => {} : await slots.acquire()
+  try {
+    const next = await parts.next()
+    if (next.done === true) {
+      release()
+      return undefined
+    }
+    return { part: next.value, release }
+  } catch (err) {
+    release()
+    throw err
+  }
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   type PutResult,
   type SnapshotStoreCapabilities,
 } from './snapshot-store.js'
+import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT, releaseOnClose, TransferLimiter } from './transfer-limiter.js'
 
 export interface FsSnapshotStoreOptions {
   /** Absolute path of the store's root directory; created on the first put. */
@@ -38,11 +39,21 @@ export interface FsSnapshotStoreOptions {
    * compare-and-swaps through.
    */
   lockStaleMs?: number
+  /**
+   * Puts of a streamed body running at once across every caller of this
+   * store instance (all the partitions of a process that share it); a put
+   * of a body already in memory (a manifest, a claim) takes no slot (default 16).
+   */
+  maxConcurrentUploads?: number
+  /** Gets whose stream is open at once across every caller of this store instance; a get holds its slot until its stream is read to the end or destroyed (default 16). */
+  maxConcurrentDownloads?: number
 }
 
 export const FS_STORE_DEFAULTS = Object.freeze({
   temporaryFileGraceMs: 60 * 60 * 1000,
   lockStaleMs: 10_000,
+  maxConcurrentUploads: DEFAULT_TRANSFER_LIMIT,
+  maxConcurrentDownloads: DEFAULT_TRANSFER_LIMIT,
 })
 
 /**
@@ -89,6 +100,8 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
   readonly lockStaleMs: number
   /** realpath(root), once the root exists. */
   #realRoot: string | undefined
+  readonly #uploads: TransferLimiter
+  readonly #downloads: TransferLimiter
 
   constructor(options: FsSnapshotStoreOptions) {
     super()
@@ -104,9 +117,16 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
     this.root = resolve(root)
     this.url = pathToFileURL(this.root).href
     this.temporaryFileGraceMs = temporaryFileGraceMs
+    this.#uploads = new TransferLimiter(checkTransferLimit(options.maxConcurrentUploads ?? FS_STORE_DEFAULTS.maxConcurrentUploads, 'maxConcurrentUploads'))
+    this.#downloads = new TransferLimiter(checkTransferLimit(options.maxConcurrentDownloads ?? FS_STORE_DEFAULTS.maxConcurrentDownloads, 'maxConcurrentDownloads'))
   }
 
   protected async _put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult> {
+    // A body in memory takes no slot: its memory is spent, and a claim's renewal must not queue behind snapshot data.
+    return body instanceof Uint8Array ? this.#put(key, body, options) : this.#uploads.run(() => this.#put(key, body, options))
+  }
+
+  async #put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult> {
     const path = this.#path(key)
     const dir = dirname(path)
     try {
@@ -221,7 +241,18 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
     }
   }
 
-  protected async _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable> {
+  protected async _get(key: string, range: { start: number; end: number | undefined } | undefined, options: { metadata: boolean }): Promise<Readable> {
+    if (options.metadata) return this.#get(key, range)
+    const release = await this.#downloads.acquire()
+    try {
+      return releaseOnClose(await this.#get(key, range), release)
+    } catch (err) {
+      release()
+      throw err
+    }
+  }
+
+  async #get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable> {
     const path = this.#path(key)
     let file
     try {

@@ -87,6 +87,12 @@ export interface ByteRange {
 export interface GetOptions {
   /** A `start` at or past the end of the object is a RangeError, as S3 answers 416 there. */
   range?: ByteRange
+  /**
+   * A small object read whole (a claim, a manifest): it takes no download
+   * slot (the stores' maxConcurrentDownloads), so that an ownership check or
+   * a start never queues behind the data of restores in flight.
+   */
+  metadata?: boolean
 }
 
 export interface ListOptions {
@@ -167,8 +173,9 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
         if (range.end < range.start) throw new RangeError(`range.end (${range.end}) must not be lower than range.start (${range.start})`)
       }
     }
+    if (options.metadata !== undefined && typeof options.metadata !== 'boolean') throw new TypeError(`metadata must be a boolean, got ${typeof options.metadata}`)
     this.#assertOpen()
-    return this._get(key, range === undefined ? undefined : { start: range.start, end: range.end })
+    return this._get(key, range === undefined ? undefined : { start: range.start, end: range.end }, { metadata: options.metadata === true })
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {
@@ -211,7 +218,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
   }
 
   protected abstract _put(key: string, body: Readable | Uint8Array, options: InternalPutOptions): Promise<PutResult>
-  protected abstract _get(key: string, range: { start: number; end: number | undefined } | undefined): Promise<Readable>
+  protected abstract _get(key: string, range: { start: number; end: number | undefined } | undefined, options: { metadata: boolean }): Promise<Readable>
   protected abstract _head(key: string): Promise<ObjectInfo | undefined>
   protected abstract _list(prefix: string, options: { startAfter: string | undefined; limit: number }): AsyncIterable<ObjectInfo>
   protected abstract _deleteMany(keys: string[]): Promise<void>

@@ -125,7 +125,7 @@ export function checkSame(stored: unknown, record: ReplayRecord, where: string, 
 async function readRecord(store: SnapshotStore, key: string): Promise<unknown> {
   let body: Buffer
   try {
-    body = await readAll(await store.get(key), MAX_RECORD_BYTES)
+    body = await readAll(await store.get(key, { metadata: true }), MAX_RECORD_BYTES)
   } catch (err) {
     if (isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) return undefined
     if (err instanceof RangeError) return { unreadable: err.message }

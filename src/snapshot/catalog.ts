@@ -51,7 +51,7 @@ export async function readManifest(store: SnapshotStore, layout: SnapshotLayout,
   }
   let bytes: Buffer
   try {
-    bytes = await readAll(await store.get(ref.key), MAX_MANIFEST_BYTES)
+    bytes = await readAll(await store.get(ref.key, { metadata: true }), MAX_MANIFEST_BYTES)
   } catch (err) {
     if (isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) throw corrupt('manifest-unreadable', `manifest ${ref.key} disappeared`, { manifest: ref.key }, err)
     if (err instanceof RangeError) throw corrupt('manifest-unreadable', `manifest ${ref.key}: ${err.message}`, { manifest: ref.key }, err)
