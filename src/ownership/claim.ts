@@ -107,7 +107,8 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     const held = current.record
     previousEpoch = held.epoch
     const holder = `${held.owner.name} (id ${held.owner.id}, epoch ${held.epoch})`
-    const details = { holder: held.owner, epoch: held.epoch, leaseUntil: held.leaseUntil }
+    // The etag lets a waiting acquirer watch for a change with HEADs alone.
+    const details = { holder: held.owner, epoch: held.epoch, leaseUntil: held.leaseUntil, etag: current.etag }
     const live = held.leaseUntil === null || held.leaseUntil > now
     // A member whose assignment is older than the holder's (a delayed acquire,
     // a zombie of an earlier generation) must not force its way back in.
@@ -149,7 +150,7 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
       ...(noWinner || holderRenewed ? { runAgain: true } : {}),
     })
   }
-  return new Claim(store, key, record, written.etag, o.clock)
+  return new Claim(store, key, record, written.etag, o.clock, current?.record)
 }
 
 /** The partition's claim object as it is now, or undefined when there is none; for operators and tests. Costs a HEAD and a GET. */
@@ -173,6 +174,8 @@ export class Claim {
   readonly owner: Readonly<ClaimOwner>
   readonly leaseMs: number | null
   readonly generation: number | undefined
+  /** The claim this one replaced (released, expired or taken by force), as it was read; undefined when there was none or it was unreadable. */
+  readonly previous: Readonly<ClaimRecord> | undefined
   #record: ClaimRecord
   #etag: string
   #state: 'held' | 'released' | 'lost' = 'held'
@@ -181,7 +184,7 @@ export class Claim {
   readonly #clock: () => number
 
   /** @internal Claims come from acquireClaim(). */
-  constructor(store: SnapshotStore, key: string, record: ClaimRecord, etag: string, clock: () => number) {
+  constructor(store: SnapshotStore, key: string, record: ClaimRecord, etag: string, clock: () => number, previous?: ClaimRecord) {
     this.store = store
     this.key = key
     this.job = record.job
@@ -190,6 +193,7 @@ export class Claim {
     this.owner = Object.freeze({ ...record.owner })
     this.leaseMs = record.leaseMs
     this.generation = record.generation
+    this.previous = previous
     this.#record = record
     this.#etag = etag
     this.#clock = clock
@@ -255,13 +259,17 @@ export class Claim {
    * so the next owner takes it at once without waiting for the lease.
    * Resolves true when released, false when this owner no longer held it
    * (lost before, or found lost now) or had released it already. Stop
-   * processing and writing snapshots before calling it.
+   * processing and writing snapshots before calling it. `lastSnapshot`:
+   * the key of the last manifest this owner committed, recorded for the
+   * next owner (ClaimRecord.lastSnapshot).
    */
-  release(): Promise<boolean> {
+  release(options: { lastSnapshot?: string } = {}): Promise<boolean> {
+    const { lastSnapshot } = options
+    if (lastSnapshot !== undefined && typeof lastSnapshot !== 'string') throw new TypeError(`lastSnapshot must be a string, got ${typeof lastSnapshot}`)
     return this.#serial(async () => {
       if (this.#state !== 'held') return false
       try {
-        await this.#write({ ...this.#record, leaseUntil: 0, releasedAt: this.#clock() })
+        await this.#write({ ...this.#record, leaseUntil: 0, releasedAt: this.#clock(), ...(lastSnapshot === undefined ? {} : { lastSnapshot }) })
       } catch (err) {
         if (isTidemarkError(err, 'TIDEMARK_OWNERSHIP_LOST')) return false
         throw err
@@ -358,7 +366,7 @@ async function readStoredClaim(store: SnapshotStore, job: string, partition: str
   if (info.size === 0) return { etag, problem: 'it is empty' }
   let body: Buffer
   try {
-    body = await readBounded(await store.get(key), MAX_CLAIM_BYTES)
+    body = await readBounded(await store.get(key, { metadata: true }), MAX_CLAIM_BYTES)
   } catch (err) {
     if (isTidemarkError(err, 'TIDEMARK_DFS_NOT_FOUND')) return undefined // removed since the HEAD
     throw err

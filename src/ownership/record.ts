@@ -33,6 +33,13 @@ export interface ClaimRecord {
   renewedAt?: number
   /** When the holder released the claim (holder's clock). */
   releasedAt?: number
+  /**
+   * Written at release: the key of the last snapshot manifest the holder
+   * committed. An acquirer that listed the snapshots before taking the claim
+   * lists again if its listing lacks it (a hand-off snapshot committed
+   * between its listing and the release).
+   */
+  lastSnapshot?: string
 }
 
 export interface ClaimOwner {
@@ -68,6 +75,7 @@ export function parseClaim(body: Buffer, job: string, partition: string): { reco
   for (const name of ['generation', 'renewedAt', 'releasedAt']) {
     if (r[name] !== undefined && !isInteger(r[name], name === 'generation' ? -Infinity : 0)) return { problem: `${name} ${JSON.stringify(r[name])} is not an integer` }
   }
+  if (r.lastSnapshot !== undefined && typeof r.lastSnapshot !== 'string') return { problem: `lastSnapshot ${JSON.stringify(r.lastSnapshot)} is not a string` }
   return { record: value as ClaimRecord }
 }
 

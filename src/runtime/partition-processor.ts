@@ -23,7 +23,7 @@ import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
 
 export interface SnapshotSettings
-  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs'> {
+  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs' | 'checkpoint'> {
   /** Where snapshots go and come from. */
   store: SnapshotStore
   /** When to snapshot (time, events, bytes committed since the last one). */
@@ -271,8 +271,14 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         // this owner's snapshots fence every writer before it.
         // This one listing serves the restore and the first snapshot too
         // (knownManifests): a start on an intact local store lists once.
-        const { newest, invalid, known } = await this.#verifiedManifests(o.snapshots.store)
+        const listed = await this.#verifiedManifests(o.snapshots.store)
+        const { newest, invalid } = listed
         this.#claim = await this.#acquire(o.snapshots.store, newest)
+        // A previous owner that released the claim after that listing may
+        // have committed a snapshot it lacks (its last one, recorded in the
+        // claim it released): then the restore lists again.
+        const last = this.#claim.previous?.lastSnapshot
+        const known = last === undefined || listed.known.refs.some((r) => r.key === last) ? listed.known : undefined
         epoch = this.#claim.epoch
         this.#startRenewing(this.#claim)
         const meter = new ProgressMeter('restore', (p) => this.emit('progress', p))
@@ -312,7 +318,11 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           // lost the claim does not commit (epoch order covers the rest).
           beforeCommit: () => claim.check(),
           ...(knownManifests === undefined ? {} : { knownManifests }),
+          // Its first snapshot (a hand-off, often) then hashes only what is new.
+          ...(restored?.verifiedFiles === undefined ? {} : { verifiedFiles: restored.verifiedFiles }),
         })
+        // Hashes ahead what the first snapshot would hash: off a hand-off's critical path.
+        void this.#snapshotter.prepare()
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
           onSnapshot: (result) => this.emit('snapshot', result),
@@ -603,7 +613,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   async #release(): Promise<void> {
     try {
-      await this.#claim?.release()
+      const lastSnapshot = this.#snapshotter?.lastCommitted
+      await this.#claim?.release(lastSnapshot === undefined ? {} : { lastSnapshot })
     } catch (error) {
       // The lease runs out on its own; the next owner just waits for it.
       this.emit('ownership', { type: 'release-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'releasing the claim failed', { retriable: true }) })

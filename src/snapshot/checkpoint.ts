@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto'
-import { copyFile, link, mkdir, readdir, readFile, rm, stat, unlink } from 'node:fs/promises'
+import { createReadStream, createWriteStream } from 'node:fs'
+import { copyFile, link, mkdir, open, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { pipeline } from 'node:stream/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
 import { readMarker, STORE_MARKER, writeMarker } from '../store/store-dir.js'
-import { fileKind, fileNumber, isLiveLog, manifestFromCurrent, parseLevelDbManifest } from './leveldb-files.js'
+import { completeRecordsLength, fileKind, fileNumber, isLiveLog, manifestFromCurrent, parseLevelDbManifest } from './leveldb-files.js'
 
 export interface CheckpointFile {
   name: string
@@ -21,73 +23,186 @@ export interface Checkpoint {
   dir: string
   positions: Position[]
   files: CheckpointFile[]
-  /** How long commits waited: from asking the store to quiesce until it was open again. */
+  /** How long commits waited: from asking the store to quiesce until it let them go on. */
   stallMs: number
   /** Set when the MANIFEST could not be read and every table file in the directory was kept. */
   liveSetUnknown?: string
 }
 
 /**
- * A consistent copy of a partition store at a committed position. Inside
- * quiesce() LevelDB is closed: table files are immutable, so they are hard
- * linked (cheap, and the bytes stay even when LevelDB deletes the files
- * later); the small mutable files are copied. Everything else (parsing the
- * MANIFEST, dropping files that are not live) happens after the store has
- * reopened, outside the stall.
+ * Attempts with the store open before a checkpoint closes it. An attempt
+ * fails only when a compaction deleted a live table file between the moment
+ * the MANIFEST's size was taken and the file's hard link: milliseconds.
  */
-export async function takeCheckpoint(store: PartitionStore, parent: string): Promise<Checkpoint> {
+const OPEN_ATTEMPTS = 3
+/**
+ * An open database appends every compaction to its MANIFEST, which only a
+ * reopen starts afresh; beyond this size the next checkpoint closes the
+ * store, so that snapshots do not carry an ever longer MANIFEST.
+ */
+const OPEN_MANIFEST_LIMIT = 4 * 1024 * 1024
+/** Suffix of the hard links to files LevelDB still appends to, in a checkpoint being made. */
+const GROWING = '.growing'
+
+/**
+ * A consistent copy of a partition store at a committed position.
+ *
+ * Table files are immutable, so they are hard linked (cheap, and the bytes
+ * stay even when LevelDB deletes the files later); what LevelDB appends to
+ * (write-ahead logs, MANIFEST) is copied up to a size. Commits wait only
+ * while the positions are read and those sizes taken, with the database
+ * open (quiesce with keepOpen); compactions go on, and a table file they
+ * delete before its link makes the attempt fail and start again. After
+ * OPEN_ATTEMPTS such failures, or when the MANIFEST has grown past
+ * OPEN_MANIFEST_LIMIT, the store is closed for the checkpoint instead (and
+ * reopened with a fresh MANIFEST). Parsing the MANIFEST and dropping files
+ * that are not live happens outside the stall.
+ */
+export async function takeCheckpoint(store: PartitionStore, parent: string, options: { open?: boolean } = {}): Promise<Checkpoint> {
+  for (let attempt = 0; options.open !== false && attempt < OPEN_ATTEMPTS; attempt++) {
+    const checkpoint = await attemptCheckpoint(store, parent, true)
+    if (checkpoint === 'close') break
+    if (checkpoint !== 'again') return checkpoint
+  }
+  return (await attemptCheckpoint(store, parent, false)) as Checkpoint
+}
+
+/** A checkpoint; or, taken with the store open, 'again' (a table file went before its link) or 'close' (the MANIFEST is long). */
+async function attemptCheckpoint(store: PartitionStore, parent: string, open: boolean): Promise<Checkpoint | 'again' | 'close'> {
   const dir = join(parent, `ckpt-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`)
   let positions: Position[] = []
   let current = ''
   let started = performance.now()
+  let stallMs = 0
+  const growing: Array<{ name: string; size: number }> = []
   try {
     await mkdir(dir, { recursive: true })
     // What proves the directory is a checkpoint, so that a later cleanup may
     // delete it; it is not one of the snapshot's files (restore writes its own).
     await writeMarker(dir, 'checkpoint')
-    // Commits go on during the flush; the stall starts at quiesce().
+    // Commits go on during the flush; the stall starts at quiesce(). With the
+    // memtable in a table file the logs to copy are short.
     await store.flush()
     started = performance.now()
-    await store.quiesce(async (path) => {
-      positions = store.positions()
-      // CURRENT is copied first and the MANIFEST it names is taken from the
-      // copy, so the pair in the checkpoint always agrees: should anything
-      // switch LevelDB's MANIFEST meanwhile, the copy of the old one fails
-      // loudly (it is deleted) instead of leaving a CURRENT that names a
-      // MANIFEST the snapshot does not hold. (The mismatch once seen in CI
-      // came from the snapshotter's hash cache, see file-hashes.ts.)
-      await copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT'))
-      current = await readFile(join(dir, 'CURRENT'), 'utf8')
-      const manifest = manifestFromCurrent(current)
-      const names = await readdir(path)
-      const work: Array<Promise<void>> = [copyFile(join(path, manifest), join(dir, manifest))]
-      for (const name of names) {
-        const kind = fileKind(name)
-        if (kind === 'table') work.push(link(join(path, name), join(dir, name)))
-        else if (kind === 'log') work.push(copyFile(join(path, name), join(dir, name)))
+    if (open) {
+      await store.quiesce(async (path) => {
+        positions = store.positions()
+        current = await readFile(join(path, 'CURRENT'), 'utf8') // rewritten only when LevelDB opens
+        const manifest = manifestFromCurrent(current)
+        const logs = (await readdir(path)).filter((name) => fileKind(name) === 'log')
+        // Logs before the MANIFEST's size: LevelDB deletes a log only after
+        // its MANIFEST says it is not needed, so a log gone by now is one the
+        // MANIFEST, as far as it is copied, does not need.
+        await Promise.all(logs.map(async (name) => {
+          if (await linkUnlessGone(join(path, name), join(dir, name + GROWING))) growing.push({ name, size: (await stat(join(dir, name + GROWING))).size })
+        }))
+        await link(join(path, manifest), join(dir, manifest + GROWING))
+        growing.push({ name: manifest, size: (await stat(join(dir, manifest + GROWING))).size })
+      }, { keepOpen: true })
+      stallMs = performance.now() - started
+      await writeFile(join(dir, 'CURRENT'), current)
+      for (const { name, size } of growing) {
+        const from = join(dir, name + GROWING)
+        if (fileKind(name) === 'manifest') {
+          if (size > OPEN_MANIFEST_LIMIT) {
+            await discard(dir)
+            return 'close'
+          }
+          // A compaction may have been writing an edit: only complete ones count.
+          const data = await readPrefix(from, size)
+          await writeFile(join(dir, name), data.subarray(0, completeRecordsLength(data)))
+        } else {
+          // Commits waited while the size was taken: the log ends after a whole commit.
+          if (size === 0) await writeFile(join(dir, name), '')
+          else await pipeline(createReadStream(from, { start: 0, end: size - 1 }), createWriteStream(join(dir, name)))
+        }
+        await unlink(from)
       }
-      await Promise.all(work)
-    })
+      // Every table file the copied MANIFEST names was there when its size
+      // was taken; one that a compaction deleted since is missing from the
+      // links, which pruneToLiveSet finds.
+      const path = store.path
+      await Promise.all((await readdir(path)).filter((name) => fileKind(name) === 'table').map((name) => linkUnlessGone(join(path, name), join(dir, name))))
+    } else {
+      await store.quiesce(async (path) => {
+        positions = store.positions()
+        // CURRENT is copied first and the MANIFEST it names is taken from the
+        // copy, so the pair in the checkpoint always agrees: should anything
+        // switch LevelDB's MANIFEST meanwhile, the copy of the old one fails
+        // loudly (it is deleted) instead of leaving a CURRENT that names a
+        // MANIFEST the snapshot does not hold. (The mismatch once seen in CI
+        // came from the snapshotter's hash cache, see file-hashes.ts.)
+        await copyFile(join(path, 'CURRENT'), join(dir, 'CURRENT'))
+        current = await readFile(join(dir, 'CURRENT'), 'utf8')
+        const manifest = manifestFromCurrent(current)
+        const names = await readdir(path)
+        const work: Array<Promise<void>> = [copyFile(join(path, manifest), join(dir, manifest))]
+        for (const name of names) {
+          const kind = fileKind(name)
+          if (kind === 'table') work.push(link(join(path, name), join(dir, name)))
+          else if (kind === 'log') work.push(copyFile(join(path, name), join(dir, name)))
+        }
+        await Promise.all(work)
+      })
+      stallMs = performance.now() - started
+    }
   } catch (err) {
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined)
+    await discard(dir)
     if (isTidemarkError(err, 'TIDEMARK_STORE_CLOSED') || isTidemarkError(err, 'TIDEMARK_STORE_OPEN_FAILED')) throw err
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} failed: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
-  const stallMs = performance.now() - started
   try {
-    return { dir, positions, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current))) }
+    return { dir, positions, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current), open)) }
   } catch (err) {
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined)
+    await discard(dir)
+    if (open) return 'again'
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} is incomplete: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
 }
 
-async function pruneToLiveSet(dir: string, manifest: string): Promise<{ files: CheckpointFile[]; liveSetUnknown?: string }> {
+async function discard(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true }).catch(() => undefined)
+}
+
+/** Hard-links a file; false when it is gone (LevelDB deleted it meanwhile). */
+async function linkUnlessGone(from: string, to: string): Promise<boolean> {
+  try {
+    await link(from, to)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
+    throw err
+  }
+}
+
+async function readPrefix(path: string, size: number): Promise<Buffer> {
+  const file = await open(path, 'r')
+  try {
+    const data = Buffer.alloc(size)
+    let at = 0
+    while (at < size) {
+      const { bytesRead } = await file.read(data, at, size - at, at)
+      if (bytesRead === 0) throw new Error(`${path} is shorter than the ${size} bytes it had`)
+      at += bytesRead
+    }
+    return data
+  } finally {
+    await file.close()
+  }
+}
+
+/**
+ * Drops what the MANIFEST does not name and describes the rest. With
+ * `requireLiveSet` (a checkpoint of an open store, whose directory may hold
+ * table files still being written) a MANIFEST that cannot be read fails it.
+ */
+async function pruneToLiveSet(dir: string, manifest: string, requireLiveSet: boolean): Promise<{ files: CheckpointFile[]; liveSetUnknown?: string }> {
   let liveSetUnknown: string | undefined
   let live: ReturnType<typeof parseLevelDbManifest> | undefined
   try {
     live = parseLevelDbManifest(await readFile(join(dir, manifest)))
   } catch (err) {
+    if (requireLiveSet) throw err
     // A superset of the live files is still a correct snapshot: LevelDB
     // deletes what it does not need when the restored store opens.
     liveSetUnknown = (err as Error).message

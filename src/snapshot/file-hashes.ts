@@ -1,3 +1,5 @@
+import { stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import type { CheckpointFile } from './checkpoint.js'
 import { fileKind } from './leveldb-files.js'
 import { sha256File } from './util.js'
@@ -32,6 +34,41 @@ export class FileHashCache {
   remember(file: CheckpointFile, sha256: string): void {
     if (fileKind(file.name) !== 'table') return
     this.#entries.set(file.name, { size: file.size, ino: file.ino, dev: file.dev, mtimeMs: file.mtimeMs, sha256 })
+  }
+
+  /**
+   * Records hashes known from elsewhere for the table files of the store at
+   * `dir` (a restore checked each file it wrote against its manifest): each
+   * is bound to the file as it is now (inode, mtime), so a file that changed
+   * since does not match. A file that is gone or of another size is left out.
+   */
+  async seed(dir: string, files: ReadonlyArray<{ name: string; size: number; sha256: string }>): Promise<void> {
+    await Promise.all(files.filter((f) => fileKind(f.name) === 'table').map(async (f) => {
+      const s = await stat(join(dir, f.name)).catch(() => undefined)
+      if (s === undefined || s.size !== f.size) return
+      this.#entries.set(f.name, { size: s.size, ino: s.ino, dev: s.dev, mtimeMs: s.mtimeMs, sha256: f.sha256 })
+    }))
+  }
+
+  /**
+   * Hashes the table file `name` of the store at `dir` ahead of a snapshot,
+   * if it has `size` bytes and no hash is known for it as it is now. It is
+   * remembered only if the file is the same (inode, size, mtime) before and
+   * after the read. Never throws: a file it cannot read is left to the snapshot.
+   */
+  async warm(dir: string, name: string, size: number): Promise<void> {
+    if (fileKind(name) !== 'table') return
+    const path = join(dir, name)
+    try {
+      const before = await stat(path)
+      const file: CheckpointFile = { name, path, size: before.size, ino: before.ino, dev: before.dev, mtimeMs: before.mtimeMs }
+      if (before.size !== size || this.#lookup(file) !== undefined) return
+      const sha256 = await sha256File(path)
+      const after = await stat(path)
+      if (after.ino === before.ino && after.dev === before.dev && after.size === before.size && after.mtimeMs === before.mtimeMs) this.remember(file, sha256)
+    } catch {
+      // Deleted by a compaction meanwhile, say: nothing to remember.
+    }
   }
 
   /** Forgets every file that is not in `files` (LevelDB deleted it). */

@@ -46,17 +46,23 @@ export function manifestFromCurrent(text: string): string {
 const BLOCK_SIZE = 32768
 const HEADER_SIZE = 7
 
-/** The records of a LevelDB log file (the MANIFEST is one), reassembled from their fragments. */
-export function* logRecords(buf: Buffer): Generator<Buffer> {
+/**
+ * The physical records of a LevelDB log file (the MANIFEST is one), with the
+ * byte after each. A log that is still being written may end inside a
+ * record; with `tornTail` such an end is where the walk stops, otherwise an error.
+ */
+function* physicalRecords(buf: Buffer, tornTail: boolean): Generator<{ type: number; data: Buffer; end: number }> {
   let pos = 0
-  let parts: Buffer[] | undefined
   while (pos < buf.length) {
     const left = BLOCK_SIZE - (pos % BLOCK_SIZE)
     if (left < HEADER_SIZE) {
       pos += left // a block's tail too short for a header is zero padding
       continue
     }
-    if (pos + HEADER_SIZE > buf.length) throw new Error(`log ends inside a record header at byte ${pos}`)
+    if (pos + HEADER_SIZE > buf.length) {
+      if (tornTail) return
+      throw new Error(`log ends inside a record header at byte ${pos}`)
+    }
     const length = buf.readUInt16LE(pos + 4)
     const type = buf[pos + 6]!
     if (type === 0 && length === 0) {
@@ -64,9 +70,17 @@ export function* logRecords(buf: Buffer): Generator<Buffer> {
       continue
     }
     const end = pos + HEADER_SIZE + length
+    if (end > buf.length && tornTail && length <= left - HEADER_SIZE) return
     if (end > buf.length || length > left - HEADER_SIZE) throw new Error(`log record at byte ${pos} overruns its block or the file`)
-    const data = buf.subarray(pos + HEADER_SIZE, end)
+    yield { type, data: buf.subarray(pos + HEADER_SIZE, end), end }
     pos = end
+  }
+}
+
+/** The records of a LevelDB log file (the MANIFEST is one), reassembled from their fragments. */
+export function* logRecords(buf: Buffer): Generator<Buffer> {
+  let parts: Buffer[] | undefined
+  for (const { type, data, end } of physicalRecords(buf, false)) {
     switch (type) {
       case 1: // FULL
         if (parts !== undefined) throw new Error('log has a full record inside a fragmented one')
@@ -87,10 +101,21 @@ export function* logRecords(buf: Buffer): Generator<Buffer> {
         parts = undefined
         break
       default:
-        throw new Error(`log record at byte ${pos} has unknown type ${type}`)
+        throw new Error(`log record at byte ${end - data.length - HEADER_SIZE} has unknown type ${type}`)
     }
   }
   if (parts !== undefined) throw new Error('log ends inside a fragmented record')
+}
+
+/**
+ * The length of the longest prefix of a log that ends with a complete
+ * record: what a copy of a log that LevelDB may be appending to (an open
+ * database's MANIFEST) keeps, so that it parses like a closed one.
+ */
+export function completeRecordsLength(buf: Buffer): number {
+  let complete = 0
+  for (const { type, end } of physicalRecords(buf, true)) if (type === 1 || type === 4) complete = end
+  return complete
 }
 
 class Reader {

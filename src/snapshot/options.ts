@@ -12,6 +12,7 @@ export const SNAPSHOT_DEFAULTS = Object.freeze({
   uploadConcurrency: 1,
   maxAmplification: 2,
   maxChainLength: 16,
+  checkpoint: 'open' as 'open' | 'close',
 })
 
 export const RESTORE_DEFAULTS = Object.freeze({

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { link, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
@@ -12,7 +12,7 @@ import { SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS } from './options.js'
-import { fdClose, fdSync, mapLimit } from './util.js'
+import { fdClose, fdOpen, fdSync, mapLimit } from './util.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
 
@@ -56,6 +56,28 @@ export interface RestoreOptions {
    * download. A manifest committed after that listing is not seen.
    */
   knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
+  /**
+   * Files already downloaded and verified on the target's file system
+   * (prefetchSnapshot, src/snapshot/prefetch.ts): a file of the restored
+   * snapshot with the same name, size and SHA-256 is hard-linked from there
+   * instead of downloaded, and fsynced with the downloaded ones.
+   */
+  reuse?: readonly ReusableFile[]
+}
+
+/** A file of a restored store whose bytes were checked against its manifest (RestoreResult.verifiedFiles). */
+export interface VerifiedFile {
+  name: string
+  size: number
+  sha256: string
+}
+
+/** A verified local copy of a snapshot file (see RestoreOptions.reuse). */
+export interface ReusableFile {
+  name: string
+  size: number
+  sha256: string
+  path: string
 }
 
 export interface RestoreProgress {
@@ -99,12 +121,19 @@ export interface RestoreResult {
   bytesDownloaded: number
   bytesTotal: number
   files: number
+  /**
+   * With source 'snapshot': the snapshot's files as written into the target,
+   * each checked against its size and SHA-256. A Snapshotter of the restored
+   * store takes them as `verifiedFiles`, so that its first snapshot does not
+   * read the whole store again to learn which files it already holds.
+   */
+  verifiedFiles?: VerifiedFile[]
   durationMs: number
   /** Newer snapshots that could not be used, newest first, and why. */
   skipped: SkippedSnapshot[]
 }
 
-const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', ...Object.keys(RESTORE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', 'reuse', ...Object.keys(RESTORE_DEFAULTS)]
 
 /** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 type LocalState =
@@ -155,6 +184,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     progressIntervalMs: checkInt(o.progressIntervalMs ?? d.progressIntervalMs, 'progressIntervalMs', 0),
     onProgress: checkFunction<(p: RestoreProgress) => void>(o.onProgress, 'onProgress'),
     onEvent: checkFunction<(e: RestoreEvent) => void>(o.onEvent, 'onEvent'),
+    reuse: checkReuse(o.reuse),
   }
   const logger = checkLogger(o.logger, 'logger')
   const known = checkKnownManifests(o.knownManifests, layout)
@@ -271,6 +301,16 @@ function checkKnownManifests(value: unknown, layout: SnapshotLayout): { refs: Ma
   return { refs: [...refs].sort(newestFirst), read }
 }
 
+function checkReuse(value: unknown): Map<string, ReusableFile> {
+  if (value === undefined) return new Map()
+  const bad = (): TypeError => new TypeError('reuse must be an array of { name, size, sha256, path } (prefetchSnapshot\'s stop())')
+  if (!Array.isArray(value)) throw bad()
+  return new Map(value.map((f: ReusableFile) => {
+    if (typeof f?.name !== 'string' || typeof f.path !== 'string' || typeof f.sha256 !== 'string' || !Number.isSafeInteger(f.size)) throw bad()
+    return [f.name, f]
+  }))
+}
+
 function logRestoreEvent(logger: Logger, labels: { job: string; partition: string }, event: RestoreEvent): void {
   switch (event.type) {
     case 'snapshot-skipped': return logger.warn({ ...labels, snapshot: event.skipped.id, reason: event.skipped.reason, detail: event.skipped.message }, 'restore skipped a snapshot that does not verify')
@@ -284,7 +324,7 @@ function summary(layout: SnapshotLayout, m: SnapshotManifest): SnapshotSummary {
   return { id: m.id, key: layout.manifestKey(m.epoch, m.sequence), epoch: m.epoch, sequence: m.sequence, createdAt: m.createdAt, positions: [...m.positions] }
 }
 
-interface Run {
+export interface Run {
   object: string
   /** Byte of the first entry's tar header. */
   start: number
@@ -305,7 +345,7 @@ const MIN_SPLIT_BYTES = 4 * 1024 * 1024
  * stand idle (64 MiB restored in 1.4-1.8x the time of a raw download, 1.1-1.2x
  * split); two runs per download keep the last ones to finish short.
  */
-function planRuns(manifest: SnapshotManifest, rangeBytes: number, concurrency: number): Run[] {
+export function planRuns(manifest: SnapshotManifest, rangeBytes: number, concurrency: number): Run[] {
   const total = manifest.files.reduce((sum, f) => sum + TAR_BLOCK + paddedSize(f.size), 0)
   const limit = Math.min(rangeBytes, Math.max(MIN_SPLIT_BYTES, Math.ceil(total / (2 * concurrency))))
   const runs: Run[] = []
@@ -332,6 +372,7 @@ type Settings = {
   fsync: boolean
   progressIntervalMs: number
   onProgress: ((p: RestoreProgress) => void) | undefined
+  reuse: ReadonlyMap<string, ReusableFile>
 }
 
 async function download(
@@ -342,8 +383,12 @@ async function download(
   local: LocalState,
   settings: Settings,
   emit: (event: RestoreEvent) => void,
-): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number }> {
-  const runs = planRuns(manifest, settings.rangeBytes, settings.downloadConcurrency)
+): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number; verifiedFiles: VerifiedFile[] }> {
+  const reused = new Set(manifest.files.filter((f) => {
+    const r = settings.reuse.get(f.name)
+    return r !== undefined && r.size === f.size && r.sha256 === f.sha256
+  }))
+  const runs = planRuns(reused.size === 0 ? manifest : { ...manifest, files: manifest.files.filter((f) => !reused.has(f)) }, settings.rangeBytes, settings.downloadConcurrency)
   const bytesTotal = runs.reduce((sum, r) => sum + (r.end - r.start), 0)
   emit({ type: 'snapshot-restoring', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
 
@@ -382,6 +427,13 @@ async function download(
   // took about as long as one file of their total size.
   const syncs = settings.fsync ? new FsyncQueue() : undefined
   try {
+    await Promise.all([...reused].map(async (f) => {
+      const path = join(temp, f.name)
+      await link(settings.reuse.get(f.name)!.path, path)
+      // A prefetch does not sync what it wrote: synced here with the rest.
+      if (syncs !== undefined) syncs.add(await fdOpen(path, 'r'))
+    }))
+    filesDone += reused.size
     await mapLimit(runs, settings.downloadConcurrency, async (run) => {
       const key = layout.dataKey(run.object)
       try {
@@ -419,7 +471,8 @@ async function download(
     const positions = checked as Position[]
     if (settings.fsync) await fsyncDir(temp)
     await install(temp, target, local, emit)
-    return { positions, bytesDownloaded, bytesTotal, files: manifest.files.length }
+    const verifiedFiles = manifest.files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }))
+    return { positions, bytesDownloaded, bytesTotal, files: manifest.files.length, verifiedFiles }
   } catch (err) {
     await syncs?.cancel()
     await rm(temp, { recursive: true, force: true })

@@ -40,6 +40,15 @@ export interface SnapshotterOptions {
   gcEverySnapshots?: number
   /** ... or once this long has passed since the last GC run after a snapshot. Default 1 hour. */
   gcIntervalMs?: number
+  /**
+   * How a checkpoint is taken (docs/snapshots.md, "Checkpoints"). 'open'
+   * (the default): with LevelDB open, commits held only while the files it
+   * appends to are measured, compactions going on; it falls back to 'close'
+   * when a compaction keeps deleting a file before its link, or the MANIFEST
+   * has grown past 4 MiB. 'close': LevelDB closed (which waits for a
+   * compaction in progress), files linked, reopened.
+   */
+  checkpoint?: 'open' | 'close'
   /** Where checkpoints are built; must be on the partition store's file system (hard links). Default `<store path>.checkpoints`. */
   checkpointDir?: string
   /** New files are packed into data objects of at most this size (a file is never split). Default 256 MiB. */
@@ -76,6 +85,15 @@ export interface SnapshotterOptions {
    * the first snapshot).
    */
   knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
+  /**
+   * The files a restore wrote into this partition store and checked
+   * (`RestoreResult.verifiedFiles`). Without them the first snapshot reads
+   * and hashes every table file of the store to learn which ones the newest
+   * snapshot already holds (100 MiB of state: a few hundred milliseconds of
+   * CPU, on a hand-off's critical path). Only the files still there, of the
+   * same size, unchanged since this snapshotter first looks at them, count.
+   */
+  verifiedFiles?: ReadonlyArray<{ name: string; size: number; sha256: string }>
   /** Where snapshots, their failures and the events above are logged (pino-compatible); nothing is logged without one. */
   logger?: Logger
 }
@@ -123,9 +141,9 @@ export interface TakeSnapshotOptions {
   full?: boolean
 }
 
-type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger' | 'knownManifests'>>>
+type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger' | 'knownManifests' | 'verifiedFiles'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'knownManifests', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'knownManifests', 'verifiedFiles', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
 
 /**
  * What a snapshotter knows of the snapshot store between full listings.
@@ -182,6 +200,10 @@ export class Snapshotter {
   /** Manifests this snapshotter committed: a GC listing taken before one lacks it. */
   #commits = 0
   #inFlight: Promise<unknown> | undefined
+  /** verifiedFiles, until prepare() binds them to the files (FileHashCache.seed). */
+  #verifiedFiles: ReadonlyArray<{ name: string; size: number; sha256: string }> | undefined
+  #prepared: Promise<void> | undefined
+  #lastCommitted: string | undefined
   #closed = false
   #staleCheckpointsRemoved = false
 
@@ -206,6 +228,7 @@ export class Snapshotter {
       uploadConcurrency: checkInt(o.uploadConcurrency ?? d.uploadConcurrency, 'uploadConcurrency', 1, 64),
       maxAmplification: checkNumber(o.maxAmplification ?? d.maxAmplification, 'maxAmplification', 1),
       maxChainLength: checkInt(o.maxChainLength ?? d.maxChainLength, 'maxChainLength', 1),
+      checkpoint: checkCheckpointMode(o.checkpoint ?? d.checkpoint),
     })
     this.#onEvent = checkFunction(o.onEvent, 'onEvent')
     this.#beforeCommit = checkFunction(o.beforeCommit, 'beforeCommit')
@@ -228,6 +251,12 @@ export class Snapshotter {
       }
     }
     this.#logger = checkLogger(o.logger, 'logger')
+    this.#verifiedFiles = checkVerifiedFiles(o.verifiedFiles)
+  }
+
+  /** The key of the last manifest this snapshotter committed (what a releasing owner tells the next one, ClaimRecord.lastSnapshot). */
+  get lastCommitted(): string | undefined {
+    return this.#lastCommitted
   }
 
   /** A snapshot is being taken. */
@@ -347,11 +376,42 @@ export class Snapshotter {
   async close(): Promise<void> {
     this.#closed = true
     await this.#inFlight?.catch(() => undefined)
+    await this.#prepared
+  }
+
+  /**
+   * Does ahead the part of the next snapshot's work that needs no
+   * checkpoint: binds `verifiedFiles` to the store's files, then hashes the
+   * store's table files that the newest known snapshot (from
+   * `knownManifests`) holds under the same name and size, which that
+   * snapshot would otherwise hash to learn that it can reference them. A
+   * runtime calls it, without waiting, once the store is open: the next
+   * snapshot, often a hand-off with a new owner waiting for it, then waits
+   * only for what is left of it. Files are read one at a time. It never
+   * rejects; what it could not do the snapshot does.
+   */
+  prepare(): Promise<void> {
+    this.#prepared ??= this.#prepare()
+    return this.#prepared
+  }
+
+  async #prepare(): Promise<void> {
+    const path = this.partitionStore.path
+    if (this.#verifiedFiles !== undefined) {
+      const files = this.#verifiedFiles
+      this.#verifiedFiles = undefined
+      await this.#hashes.seed(path, files).catch(() => undefined)
+    }
+    for (const file of this.#view?.valid[0]?.manifest.files ?? []) {
+      if (this.#closed) return
+      await this.#hashes.warm(path, file.name, file.size)
+    }
   }
 
   async #take(forceFull: boolean): Promise<SnapshotResult> {
     await this.#removeStaleCheckpoints()
-    const checkpoint = await takeCheckpoint(this.partitionStore, this.options.checkpointDir)
+    await this.prepare()
+    const checkpoint = await takeCheckpoint(this.partitionStore, this.options.checkpointDir, { open: this.options.checkpoint === 'open' })
     const uploadStarted = performance.now()
     try {
       if (checkpoint.liveSetUnknown !== undefined) this.#emit({ type: 'live-set-unknown', message: checkpoint.liveSetUnknown })
@@ -467,6 +527,7 @@ export class Snapshotter {
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
       this.#commits++
+      this.#lastCommitted = key
       // With a trusted view the ownership check, made after the upload, is
       // the object check too: a GC keeps objects whose id is above every
       // manifest, and only a newer owner (who takes the claim first, which
@@ -533,7 +594,7 @@ export class Snapshotter {
         // retriable error for what no retry can change).
         const existing = await this.#dfs('read back the manifest', async () => {
           try {
-            return await readAll(await this.snapshotStore.get(key), body.byteLength)
+            return await readAll(await this.snapshotStore.get(key, { metadata: true }), body.byteLength)
           } catch (readErr) {
             if (readErr instanceof RangeError) return undefined
             throw readErr
@@ -741,4 +802,20 @@ function groupBySize(files: readonly CheckpointFile[], maxBytes: number): Checkp
   }
   if (current.length > 0) groups.push(current)
   return groups
+}
+
+function checkVerifiedFiles(value: unknown): ReadonlyArray<{ name: string; size: number; sha256: string }> | undefined {
+  if (value === undefined) return undefined
+  const bad = (): TypeError => new TypeError('verifiedFiles must be an array of { name, size, sha256 } (RestoreResult.verifiedFiles)')
+  if (!Array.isArray(value)) throw bad()
+  for (const f of value as unknown[]) {
+    const file = f as { name?: unknown; size?: unknown; sha256?: unknown } | null
+    if (file === null || typeof file !== 'object' || typeof file.name !== 'string' || typeof file.sha256 !== 'string' || !Number.isSafeInteger(file.size)) throw bad()
+  }
+  return (value as Array<{ name: string; size: number; sha256: string }>).map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }))
+}
+
+function checkCheckpointMode(value: unknown): 'open' | 'close' {
+  if (value !== 'open' && value !== 'close') throw new RangeError(`checkpoint must be 'open' or 'close', got ${typeof value === 'string' ? `'${value}'` : typeof value}`)
+  return value
 }

@@ -39,3 +39,4 @@ export async function sha256File(path: string): Promise<string> {
  */
 export const fdClose = promisify(fs.close)
 export const fdSync = promisify(fs.fsync)
+export const fdOpen = promisify(fs.open)

@@ -9,7 +9,7 @@ describe('StatefulConsumer: fetch wait', () => {
   // assigned partition is paused, as they all are while a new member
   // restores them; so the first record after the restore came up to 5 s
   // late (seen as 4.6 s in `npm run bench -- rebalance`). The consumer's
-  // default fetch wait is 500 ms.
+  // default fetch wait is 250 ms.
   it('fetches the first records soon after its partitions are restored, with the default fetch wait', async () => {
     const { brokers } = kafkaService()
     const { producer } = await openProducer(brokers)
@@ -28,7 +28,7 @@ describe('StatefulConsumer: fetch wait', () => {
     await consumer.start()
     await done
     expect(firstCommit).toBeDefined()
-    // 5000 ms without the default; 500 ms with it, and room for a slow machine.
+    // 5000 ms without the default; 250 ms with it, and room for a slow machine.
     expect(firstCommit! - lastStarted).toBeLessThan(3000)
   })
 })

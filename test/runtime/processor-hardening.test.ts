@@ -184,11 +184,14 @@ describe('PartitionProcessor explicit snapshots', () => {
 })
 
 describe('PartitionProcessor on a full disk', () => {
+  // These are about the store's reopen after a checkpoint, which only the
+  // 'close' checkpoint does ('open', the default, keeps LevelDB open).
+  const closing = (store: FsSnapshotStore): Partial<Options> => ({ snapshots: { store, checkpoint: 'close', schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } } })
   it('a commit that fails with ENOSPC stops the partition with TIDEMARK_COMMIT_FAILED; the snapshot in flight, whose reopen fails too, adds no second error', async () => {
     const dir = tempDir()
     const log = await filledLog(join(dir, 'log'), 1000)
     const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
-    const p = processor(join(dir, 'a'), log, snapshots)
+    const p = processor(join(dir, 'a'), log, snapshots, closing(snapshots))
     const failed: unknown[] = []
     p.on('snapshot-failed', (e) => failed.push(e))
     await p.start()
@@ -226,7 +229,7 @@ describe('PartitionProcessor on a full disk', () => {
     const dir = tempDir()
     const log = await filledLog(join(dir, 'log'), 1000)
     const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
-    const p = processor(join(dir, 'a'), log, snapshots)
+    const p = processor(join(dir, 'a'), log, snapshots, closing(snapshots))
     const failed: unknown[] = []
     p.on('snapshot-failed', (e) => failed.push(e))
     await p.start()
@@ -253,6 +256,7 @@ describe('PartitionProcessor on a full disk', () => {
     let quiesceAsked!: () => void
     const quiesced = new Promise<void>((resolve) => { quiesceAsked = resolve })
     const p: PartitionProcessor<Sale> = processor(join(dir, 'a'), log, snapshots, {
+      ...closing(snapshots),
       handler: async (tx, sale, ctx) => {
         // A checkpoint is asked for while handlers run: it runs when this
         // batch lets go of the store, before the batch's commit.
@@ -267,9 +271,9 @@ describe('PartitionProcessor on a full disk', () => {
     await p.catchUp({ end: 300n })
     // Fault-injection style wrap of one call: learn when the quiesce is asked for.
     const quiesce = p.store.quiesce.bind(p.store)
-    p.store.quiesce = (fn) => {
+    p.store.quiesce = (fn, options) => {
       quiesceAsked()
-      return quiesce(fn)
+      return quiesce(fn, options)
     }
     const restoreOpen = failNextOpen()
     const err = await p.catchUp().catch((e: unknown) => e)

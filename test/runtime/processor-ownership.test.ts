@@ -353,6 +353,42 @@ for (const backend of backends) {
       expect(await readTotals(again.store)).toEqual(fold(399))
       await again.close()
     })
+
+    it('an owner that releases with a hand-off snapshot after the next owner listed the snapshots: the next owner restores that snapshot, not the one before', async () => {
+      const dir = tempDir()
+      const log = await filledLog(join(dir, 'log'), 400)
+      const at = backend.location()
+      const first = processor(join(dir, 'a'), log, at.open(), { snapshots: { store: at.open(), onClose: true, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } } })
+      await first.start()
+      await first.catchUp({ end: 100n })
+      await first.snapshot() // the snapshot before, at 99
+      await first.catchUp({ end: 300n })
+      // The next owner's listing ends, then the first owner takes its
+      // hand-off snapshot (at 299) and releases the claim, then the next
+      // owner goes on to take the claim at once.
+      const store = at.open()
+      const list = store.list.bind(store)
+      let handedOff: Promise<void> | undefined
+      store.list = ((prefix: string, options?: Parameters<SnapshotStore['list']>[1]) => {
+        const inner = list(prefix, options)
+        if (!prefix.endsWith('/manifests/') || handedOff !== undefined) return inner
+        handedOff = first.close()
+        return (async function* () {
+          const listed = []
+          for await (const o of inner) listed.push(o)
+          await handedOff
+          yield* listed
+        })()
+      }) as SnapshotStore['list']
+      const second = processor(join(dir, 'b'), log, store)
+      const started = await second.start()
+      expect(handedOff).toBeDefined()
+      expect((await readClaim(at.open(), JOB, 0))?.record?.epoch).toBe(2)
+      expect(started).toMatchObject({ source: 'snapshot', offset: 299n })
+      expect(await second.catchUp()).toBe(100)
+      expect(await readTotals(second.store)).toEqual(fold(399))
+      await second.close()
+    })
   })
 }
 

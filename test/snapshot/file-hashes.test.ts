@@ -59,4 +59,42 @@ describe('file hash cache', () => {
     cache.retain([])
     expect(await cache.hash(first)).toBe(sha('table bytes'))
   })
+
+  it('seed() binds a known hash to a table file as it is now; a file of another size, a missing one or a later change is not trusted', async () => {
+    const dir = tempDir('tidemark-hashes-')
+    await writeFile(join(dir, '000007.ldb'), 'table bytes')
+    await writeFile(join(dir, '000008.ldb'), 'other bytes')
+    await writeFile(join(dir, '000009.log'), 'log bytes')
+    const cache = new FileHashCache()
+    await cache.seed(dir, [
+      { name: '000007.ldb', size: 11, sha256: 'from the manifest' },
+      { name: '000008.ldb', size: 99, sha256: 'wrong size' },
+      { name: '000010.ldb', size: 11, sha256: 'missing' },
+      { name: '000009.log', size: 9, sha256: 'a log' },
+    ])
+    // Not read: the seeded value comes back.
+    expect(await cache.hash(await describeFile(dir, '000007.ldb'))).toBe('from the manifest')
+    expect(await cache.hash(await describeFile(dir, '000008.ldb'))).toBe(sha('other bytes'))
+    expect(await cache.hash(await describeFile(dir, '000009.log'))).toBe(sha('log bytes'))
+    await writeFile(join(dir, '000007.ldb'), 'table BYTES') // same size, new mtime
+    await utimes(join(dir, '000007.ldb'), new Date(), new Date(Date.now() + 5000))
+    expect(await cache.hash(await describeFile(dir, '000007.ldb'))).toBe(sha('table BYTES'))
+  })
+
+  it('warm() hashes a table file ahead of the snapshot that needs it, unless its size differs', async () => {
+    const dir = tempDir('tidemark-hashes-')
+    const path = join(dir, '000007.ldb')
+    await writeFile(path, 'table bytes')
+    // A whole-second mtime, which rewriteKeepingStat can put back exactly.
+    await utimes(path, new Date(1_700_000_000_000), new Date(1_700_000_000_000))
+    const cache = new FileHashCache()
+    await cache.warm(dir, '000007.ldb', 11)
+    await cache.warm(dir, '000404.ldb', 11) // gone: nothing, no error
+    // The cached hash is used: the content changed behind a kept stat, and the old hash comes back.
+    await rewriteKeepingStat(path, 'TABLE BYTES')
+    expect(await cache.hash(await describeFile(dir, '000007.ldb'))).toBe(sha('table bytes'))
+    const other = new FileHashCache()
+    await other.warm(dir, '000007.ldb', 12)
+    expect(await other.hash(await describeFile(dir, '000007.ldb'))).toBe(sha('TABLE BYTES'))
+  })
 })

@@ -12,8 +12,8 @@ export interface PartitionOwnership {
   readonly claimed: boolean
   /** Fails with TIDEMARK_OWNERSHIP_LOST when another owner took the partition. */
   check(): Promise<void>
-  /** Lets the next owner in at once; call after the store is closed. */
-  release(): Promise<void>
+  /** Lets the next owner in at once; call after the store is closed, with the key of the last snapshot committed. */
+  release(lastSnapshot?: string): Promise<void>
   /**
    * The manifests listed and read to choose the epoch, for the restore and
    * the first snapshot (their `knownManifests`), so that a start lists once.
@@ -31,7 +31,25 @@ export interface AcquireOwnershipOptions {
   /** How long to wait for the previous owner's release before taking the claim by force. */
   waitMs: number
   signal?: AbortSignal
+  /**
+   * Called once when the claim is held by another owner, whose release this
+   * acquirer now waits for, with the listing made before: the restore that
+   * follows can start downloading its newest snapshot meanwhile.
+   */
+  onWait?: (known: NonNullable<PartitionOwnership['known']>) => void
 }
+
+/**
+ * While a previous owner holds the claim, its object is looked at (a HEAD)
+ * this often for the first CLAIM_WATCH_FAST_MS, then every
+ * CLAIM_WATCH_SLOW_MS: a hand-off snapshot takes from a few hundred
+ * milliseconds to a few seconds, and the new owner's restore starts when the
+ * release is seen. A HEAD costs a GET-class request; the full attempt (HEAD,
+ * GET and a conditional PUT) is made only when the object changed.
+ */
+const CLAIM_WATCH_MS = 25
+const CLAIM_WATCH_FAST_MS = 5000
+const CLAIM_WATCH_SLOW_MS = 250
 
 /**
  * Takes a partition's claim (src/ownership) for a consumer-group assignee.
@@ -51,24 +69,40 @@ export async function acquireOwnership(options: AcquireOwnershipOptions): Promis
   if (store === undefined) return unclaimed(0)
   const { newest, known } = await newestEpoch(store, job, partition)
   if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) return { ...unclaimed(newest === undefined ? 0 : newest + 1), known }
-  const deadline = performance.now() + options.waitMs
-  let delay = 25
+  const started = performance.now()
+  const deadline = started + options.waitMs
+  const layout = new SnapshotLayout(job, partition)
   for (let attempt = 1; ; attempt++) {
     const force = performance.now() >= deadline
     try {
       const claim = await acquireClaim({ store, job, partition, leaseMs: null, takeover: force ? 'force' : 'if-expired', minEpoch: newest ?? 0 })
       // Taken at once and not by force: no owner held it then, so the
-      // listing is the partition as this owner takes it over (but for a
-      // release within the listing, which costs an older restore, not a wrong one).
-      return attempt === 1 && !force ? { ...claimed(claim), known } : claimed(claim)
+      // listing is the partition as this owner takes it over, unless the
+      // previous owner released it after the listing with a snapshot the
+      // listing lacks (its hand-off): then the restore lists again.
+      const last = claim.previous?.lastSnapshot
+      const current = last === undefined || known.refs.some((r) => r.key === last)
+      return attempt === 1 && !force && current ? { ...claimed(claim), known } : claimed(claim)
     } catch (err) {
       // Held by the previous owner (not yet released) or lost in a race with
       // it: wait for its release, until the deadline makes it a takeover.
       if (force || !isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || options.signal?.aborted === true) throw err
-      await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(delay, deadline - performance.now()))))
-      delay = Math.min(delay * 2, 250)
+      if (attempt === 1) options.onWait?.(known)
+      const seen = typeof err.details.etag === 'string' ? err.details.etag : undefined
+      // Watched with HEADs until it changes (released, or taken by another
+      // acquirer) or the deadline comes; a conflict without an etag (a lost
+      // race) is tried again after one interval.
+      do {
+        const now = performance.now()
+        const interval = now - started < CLAIM_WATCH_FAST_MS ? CLAIM_WATCH_MS : CLAIM_WATCH_SLOW_MS
+        await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(interval, deadline - now))))
+      } while (seen !== undefined && performance.now() < deadline && !aborted(options.signal) && (await store.head(layout.claimKey))?.etag === seen)
     }
   }
+}
+
+function aborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true
 }
 
 async function newestEpoch(store: SnapshotStore, job: string, partition: string): Promise<{ newest: number | undefined; known: NonNullable<PartitionOwnership['known']> }> {
@@ -87,7 +121,7 @@ async function newestEpoch(store: SnapshotStore, job: string, partition: string)
 }
 
 function unclaimed(epoch: number): PartitionOwnership {
-  return { epoch, claimed: false, check: async () => undefined, release: async () => undefined }
+  return { epoch, claimed: false, check: async () => undefined, release: async (_lastSnapshot?: string) => undefined }
 }
 
 function claimed(claim: Claim): PartitionOwnership {
@@ -95,8 +129,8 @@ function claimed(claim: Claim): PartitionOwnership {
     epoch: claim.epoch,
     claimed: true,
     check: () => claim.check(),
-    release: async () => {
-      await claim.release()
+    release: async (lastSnapshot?: string) => {
+      await claim.release(lastSnapshot === undefined ? {} : { lastSnapshot })
     },
   }
 }

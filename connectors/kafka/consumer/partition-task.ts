@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { KafkaMessage } from 'kafkajs'
@@ -5,6 +6,7 @@ import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { decodeFailed } from '../../../src/store/codec.js'
 import { PartitionStore } from '../../../src/store/partition-store.js'
 import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../../../src/snapshot/restore.js'
+import { prefetchSnapshot, type Prefetch } from '../../../src/snapshot/prefetch.js'
 import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import type { ConsumerRecord, ResolvedConsumerOptions } from './options.js'
@@ -176,11 +178,35 @@ export class PartitionTask<V> {
     const t0 = performance.now()
     const o = this.#o
     const tp = { topic: this.topic, partition: this.partition }
+    const phase = this.#phases('start', t0)
     try {
       const snapshots = o.snapshots
-      this.#ownership = await acquireOwnership({ store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs })
+      let prefetch: Prefetch | undefined
+      this.#ownership = await acquireOwnership({
+        store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs,
+        // While the previous owner takes its hand-off snapshot, the newest
+        // snapshot's files are downloaded: the hand-off is incremental, so
+        // the restore is then left with the files it added (in the bench,
+        // 8 of 100 MiB). Not when a local store is there: the restore may
+        // use it as it is.
+        onWait: (known) => {
+          const newest = known.valid[0]?.manifest
+          if (snapshots === undefined || newest === undefined || existsSync(this.path)) return
+          phase('prefetching')
+          prefetch = prefetchSnapshot({
+            snapshotStore: snapshots.store, job: o.job, partition: this.key, manifest: newest, dir: `${this.path}.prefetch`,
+            ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
+          })
+        },
+      }).catch(async (err: unknown) => {
+        await prefetch?.dispose()
+        throw err
+      })
+      phase('claimed')
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
+        const reuse = await prefetch?.stop()
+        if (reuse !== undefined) phase(`prefetched ${reuse.length} files`)
         restored = await restoreSnapshot({
           snapshotStore: snapshots.store,
           job: o.job,
@@ -192,11 +218,14 @@ export class PartitionTask<V> {
           logger: o.logger,
           // The listing that chose the epoch: the start lists once.
           ...(this.#ownership.known === undefined ? {} : { knownManifests: this.#ownership.known }),
-        })
+          ...(reuse === undefined ? {} : { reuse }),
+        }).finally(() => prefetch?.dispose())
       } else {
         await mkdir(o.stateDir, { recursive: true })
       }
+      phase('restored')
       this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: this.#outputs.states(o.states) })
+      phase('opened')
       let source: PartitionStarted['source'] = restored?.source ?? (this.position === undefined ? 'empty' : 'local')
       const { low, high } = await this.#services.watermarks(this.topic, this.partition)
       let fetchFrom: bigint
@@ -243,9 +272,13 @@ export class PartitionTask<V> {
           // then stops the partition, see #snapshotFailed).
           beforeCommit: () => ownership.check(),
           ...(ownership.known === undefined ? {} : { knownManifests: ownership.known }),
+          // Its first snapshot (a hand-off, often) then hashes only what is new.
+          ...(restored?.verifiedFiles === undefined ? {} : { verifiedFiles: restored.verifiedFiles }),
           onEvent: (event) => this.#services.events.snapshotter(tp, event),
           logger: o.logger,
         })
+        // Hashes ahead what the first snapshot would hash: off a hand-off's critical path.
+        void this.#snapshotter.prepare()
         this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
           ...schedule,
           onSnapshot: (result) => this.#services.events.snapshot(tp, result),
@@ -254,6 +287,7 @@ export class PartitionTask<V> {
         this.#scheduler.start()
       }
       this.#fetchFrom = fetchFrom
+      phase('ready')
       if (this.#state !== 'starting') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.topic}/${this.partition} was closed while it started`)
       this.#state = 'running'
       return {
@@ -477,7 +511,9 @@ export class PartitionTask<V> {
    */
   async close(reason: 'revoked' | 'shutdown', options: { handoff: boolean }): Promise<PartitionClosed> {
     const t0 = performance.now()
+    const phase = this.#phases('close', t0)
     await this.#busy
+    phase('batch-done')
     const result: PartitionClosed = {
       topic: this.topic,
       partition: this.partition,
@@ -490,6 +526,7 @@ export class PartitionTask<V> {
       this.#state = 'closing'
       // A newer owner's claim: its snapshots fence ours, and it replays from its own.
       const lost = this.#lost ?? await this.#ownership?.check().then(() => undefined, (error: unknown) => error)
+      phase('claim-checked')
       const snapshot = lost !== undefined
         ? Promise.resolve(isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' as const : 'failed' as const)
         : this.#scheduler.trigger().then((r) => r ?? ('failed' as const))
@@ -499,6 +536,7 @@ export class PartitionTask<V> {
       })
       const outcome = await Promise.race([snapshot, timeout])
       clearTimeout(timer)
+      phase('handoff-snapshot')
       result.handoffMs = performance.now() - t0
       if (typeof outcome === 'string') result.handoffFailed = outcome
       else result.handoff = outcome
@@ -506,8 +544,18 @@ export class PartitionTask<V> {
     if (this.#state !== 'failed') this.#state = 'closing'
     // A hand-off snapshot past its timeout is still waited for here, in the
     // background: the store stays open until its checkpoint is done with it.
-    this.#closed ??= this.#shutdown()
+    this.#closed ??= this.#shutdown(phase)
     return result
+  }
+
+  /**
+   * Times the steps of a start or a close at debug level (ms since t0, and `at`: performance.now()), for
+   * the hand-off's breakdown (REBALANCE_TRACE=1 npm run bench -- rebalance); nothing is logged
+   * without a logger.
+   */
+  #phases(what: 'start' | 'close', t0: number): (step: string) => void {
+    const logger = this.#o.logger
+    return (step) => logger.debug({ job: this.#o.job, topic: this.topic, partition: this.partition, step, ms: Math.round(performance.now() - t0), at: performance.now() }, `partition ${what}`)
   }
 
   /** Settles when the store is closed, also after a close() that did not wait for its snapshot. */
@@ -538,15 +586,17 @@ export class PartitionTask<V> {
     this.#services.events.snapshotFailed({ topic: this.topic, partition: this.partition }, error)
   }
 
-  async #shutdown(): Promise<void> {
+  async #shutdown(phase?: (step: string) => void): Promise<void> {
     if (this.#state !== 'failed') this.#state = 'closed'
     try {
       await this.#scheduler?.stop()
       await this.#snapshotter?.close()
       await this.#outputs.close()
       await this.#store?.close()
+      phase?.('store-closed')
     } finally {
-      await this.#ownership?.release()
+      await this.#ownership?.release(this.#snapshotter?.lastCommitted)
+      phase?.('released')
     }
   }
 }
