@@ -3,9 +3,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-/** The directory of the last results: BENCH_FIGURES_DIR, or tmp/bench-figures in the checkout (git ignores tmp/). */
+/** The directory of the last results: BENCH_FIGURES_DIR, or bench/results, which is committed: the README's tables are regenerated from it. */
 export function figuresDir(): string {
-  return process.env.BENCH_FIGURES_DIR ?? join(import.meta.dirname, '..', 'tmp', 'bench-figures')
+  return process.env.BENCH_FIGURES_DIR ?? join(import.meta.dirname, 'results')
 }
 
 /** Writes `result` with the command that produced it and the date to <figuresDir>/<name>.json. */

@@ -20,6 +20,7 @@
 import { ClassicLevel } from 'classic-level'
 import { createPrometheusMetrics } from '../connectors/prometheus/index.js'
 import { PartitionMetrics, PartitionStore, valueState } from '../src/index.js'
+import { saveFigures } from './_figures.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, rng } from './_util.js'
 
 interface Counter { n: number; pad: string }
@@ -100,7 +101,7 @@ export async function run(args: string[]): Promise<void> {
     () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads)),
     (rawMs, storeMs) => rawMs / storeMs,
   )
-  emit({
+  const result = {
     bench: 'commit',
     baseline: 'classic-level: the same getSync reads and one db.batch of the same puts + the position key per batch',
     loadAvg: loadAtStart,
@@ -111,7 +112,10 @@ export async function run(args: string[]): Promise<void> {
     eventsPerSec: Math.round(opts.events / (median(pairs.measured) / 1000)),
     rawPerSec: Math.round(opts.events / (median(pairs.raw) / 1000)),
     ...pairedRatio(pairs.ratios),
-  })
+  }
+  emit(result)
+  // The README's figure (scripts that regenerate it read bench/results); the --metrics mode is a diagnosis, not saved.
+  saveFigures('commit', args, result)
 }
 
 /** --metrics: raw, store, store + metrics calls with nobody subscribed, and with the Prometheus adapter subscribed. */

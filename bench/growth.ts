@@ -22,7 +22,7 @@
  * peakRssMB of a point is the sampled peak of this process while it
  * snapshots and restores (the store is generated in a child process); the
  * process-wide maximum is saved as processPeakRssMB. Each point carries the
- * load average when it started. All points go to tmp/bench-figures/growth.json
+ * load average when it started. All points go to bench/results/growth.json
  * for `npm run readme:bench`.
  */
 import { createWriteStream } from 'node:fs'

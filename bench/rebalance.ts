@@ -29,6 +29,11 @@
  * The same rounds run without a hand-off snapshot (noHandoff: the new owner
  * restores the partition's previous snapshot and replays the rest).
  *
+ * Diagnosis: REBALANCE_TRACE=1 prints each moved partition's steps (old
+ * owner's close, new owner's start) in ms after its revocation on stderr;
+ * REBALANCE_ONLY=handoff (or noHandoff) runs that mode alone, without the
+ * cold starts, and prints its pairs without saving a result.
+ *
  * Kafka: TIDEMARK_KAFKA_BROKERS, or librdkafka's mock started here. S3:
  * TIDEMARK_S3_ENDPOINT (see bench/snapshot.ts), or a radosgw started here.
  */
@@ -135,6 +140,16 @@ export async function run(args: string[]): Promise<void> {
       }
     }
 
+    // REBALANCE_TRACE=1: the steps of each moved partition's close (old
+    // owner) and start (new owner), in ms after its revocation, on stderr.
+    const trace = process.env.REBALANCE_TRACE === '1'
+    const steps: Array<{ member: string; partition: number; what: string; step: string; at: number }> = []
+    const traceLogger = (name: string) => ({
+      debug: (fields: { partition?: number; step?: string; at?: number }, message: string) => {
+        if (fields.step !== undefined && fields.at !== undefined && fields.partition !== undefined) steps.push({ member: name, partition: fields.partition, what: message, step: fields.step, at: fields.at })
+      },
+      info: () => undefined, warn: () => undefined, error: () => undefined,
+    })
     const member = (name: string, handoffSnapshot: boolean, group = groupId): Member => {
       const sockets = countingSockets()
       const consumer = new StatefulConsumer<Uint8Array>({
@@ -148,6 +163,7 @@ export async function run(args: string[]): Promise<void> {
         // a rebalance sooner. The fetch wait is left at its default.
         consumer: GROUP_TIMING,
         kafka: { socketFactory: sockets.socketFactory },
+        ...(trace ? { logger: traceLogger(name) } : {}),
       })
       const m: Member = { name, consumer, revokedAt: new Map(), started: new Map(), closed: new Map(), commits: new Map(), failures: [], sockets: sockets.opened }
       consumer.on('assignment', ({ revoked }) => { for (const tp of revoked) m.revokedAt.set(tp.partition, performance.now()); changed() })
@@ -245,7 +261,9 @@ export async function run(args: string[]): Promise<void> {
     const rawRebalanceMs: number[] = []
     const rawRejoinMs: number[] = []
     let yCount = 0
-    for (const mode of ['noHandoff', 'handoff'] as const) {
+    // REBALANCE_ONLY=handoff (a diagnosis run): that mode alone, no cold start, nothing saved.
+    const only = process.env.REBALANCE_ONLY as Pair['mode'] | undefined
+    for (const mode of (['noHandoff', 'handoff'] as const).filter((m) => only === undefined || m === only)) {
       x = member('x', mode === 'handoff')
       await x.consumer.start()
       await until('X to hold every partition', () => running(x).length === PARTITIONS.length)
@@ -304,6 +322,15 @@ export async function run(args: string[]): Promise<void> {
           await rm(target, { recursive: true, force: true })
           return ms
         }))
+        if (trace) {
+          for (const p of moved) {
+            const at = x.revokedAt.get(p)!
+            const line = steps.filter((s) => s.partition === p && s.at >= at - 50 && (s.member === x.name || s.member === y.name))
+              .map((s) => `${s.member} ${s.what.replace('partition ', '')} ${s.step} ${Math.round(s.at - at)}`)
+            const h = x.closed.get(p)?.handoff
+            log(`${mode} round ${r} partition ${p}: ${line.join(', ')}; hand-off snapshot stall ${Math.round(h?.stallMs ?? -1)} upload ${Math.round(h?.uploadMs ?? -1)} bytes ${h?.bytesUploaded} gc ${h?.gc !== undefined}; first new commit ${Math.round(firstNew(p)!.at - at)}, plain restore ${Math.round(plain[moved.indexOf(p)]!)}`)
+          }
+        }
         moved.forEach((p, i) => {
           const revokedAt = x.revokedAt.get(p)!
           const started = y.started.get(p)!
@@ -338,6 +365,10 @@ export async function run(args: string[]): Promise<void> {
     // 3. Cold starts: a plain kafkajs consumer in a new group, then a
     // StatefulConsumer with an empty state directory, interleaved.
     const cold: Array<{ raw: number; ours: number; oursAll: number; restoreMs: number; sockets: number; rawSockets: number }> = []
+    if (only !== undefined) {
+      emit({ bench: 'rebalance-diagnosis', only, pairs: pairs.map((p) => ({ ratio: p.ratio, handoffMs: round(p.handoffMs), plainRestoreMs: round(p.plainRestoreMs), oldOwnerMs: round(p.oldOwnerMs), toFirstNewMs: round(p.toFirstNewMs) })) })
+      return
+    }
     for (let r = 0; r < opts.rounds; r++) {
       const rawSockets = countingSockets()
       const raw = new Kafka({ brokers: kafka.brokers, clientId: 'bench-raw', logLevel: logLevel.NOTHING, socketFactory: rawSockets.socketFactory }).consumer({ groupId: `${groupId}-cold-${r}`, ...GROUP_TIMING })

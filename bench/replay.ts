@@ -14,6 +14,7 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState, type EventHandler } from '../src/index.js'
+import { saveFigures } from './_figures.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, round } from './_util.js'
 
 interface Sale { key: string; amount: number }
@@ -91,7 +92,7 @@ export async function run(args: string[]): Promise<void> {
     }
     const pairs = await interleaved(opts.rounds, rawRead, replay, (rawSeconds, replaySeconds) => rawSeconds / replaySeconds)
     await log.close()
-    emit({
+    const result = {
       bench: 'replay',
       events: replayed,
       keys: opts.keys,
@@ -106,7 +107,9 @@ export async function run(args: string[]): Promise<void> {
       ...pairedRatio(pairs.ratios),
       logMB: round(bytes / 1024 / 1024, 1),
       peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
-    })
+    }
+    emit(result)
+    saveFigures('replay', args, result)
   } finally {
     dir.cleanup()
   }

@@ -25,7 +25,10 @@ import { GetObjectCommand } from '@aws-sdk/client-s3'
 import { RESTORE_DEFAULTS, restoreSnapshot, Snapshotter, type RestoreResult } from '../src/index.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 import { ClassicLevel } from 'classic-level'
+import { Kafka, logLevel, type Message } from 'kafkajs'
 import { openFileLog } from '../src/log/index.js'
+import { benchKafka, benchProducer, type BenchKafka } from './_kafka.js'
+import { saveFigures } from './_figures.js'
 import { benchS3, changeKeys, generateStore, peakRssMB, phasePeaks } from './snapshot.js'
 
 export async function run(args: string[]): Promise<void> {
@@ -34,6 +37,7 @@ export async function run(args: string[]): Promise<void> {
   const loadAtStart = loadAvg()
   const dir = benchDir('restore')
   const s3 = await benchS3('bench-restore')
+  let kafka: BenchKafka | undefined
   try {
     const g = await generateStore(join(dir.path, 'store'), opts.mb, opts.valueBytes)
     const peaks = phasePeaks()
@@ -47,6 +51,8 @@ export async function run(args: string[]): Promise<void> {
     await g.store.close()
     peaks.phase('changelog')
     const changelog = await writeChangelog(g.store.path, join(dir.path, 'changelog'))
+    kafka = benchKafka(join(dir.path, 'kafka-mock'))
+    const kafkaChangelog = await fillKafkaChangelog(kafka.brokers, `bench-restore-changelog-${process.pid}-${Date.now().toString(36)}`, g.store.path)
     await rm(g.store.path, { recursive: true, force: true })
 
     const manifest = (await snapshotter.latest())!
@@ -54,9 +60,13 @@ export async function run(args: string[]): Promise<void> {
 
     // Raw: each object GET into a file, fsynced when the restore fsyncs too,
     // so that both leave the same durable bytes.
+    // CPU seconds of this process per side: on a busy 2-core machine a ratio follows them.
+    const cpu = { raw: [] as number[], restore: [] as number[] }
+    const cpuSeconds = (since: NodeJS.CpuUsage): number => { const u = process.cpuUsage(since); return (u.user + u.system) / 1e6 }
     const rawDownload = async (round: number, fsync: boolean): Promise<number> => {
       const rawDir = join(dir.path, `raw-${round}`)
       await mkdir(rawDir)
+      const cpu0 = process.cpuUsage()
       const t0 = performance.now()
       let next = 0
       await Promise.all(Array.from({ length: Math.min(opts.concurrency, objects.length) }, async () => {
@@ -73,19 +83,22 @@ export async function run(args: string[]): Promise<void> {
         }
       }))
       const seconds = (performance.now() - t0) / 1000
+      if (fsync) cpu.raw.push(cpuSeconds(cpu0))
       await rm(rawDir, { recursive: true, force: true })
       return seconds
     }
     let progressCalls = 0
-    let result: RestoreResult | undefined
+    let restored: RestoreResult | undefined
     const restoreOnce = async (round: number, fsync: boolean): Promise<number> => {
       const target = join(dir.path, `restored-${round}`)
-      result = await restoreSnapshot({
+      const cpu0 = process.cpuUsage()
+      restored = await restoreSnapshot({
         snapshotStore, job: 'bench', partition: 0, target, downloadConcurrency: opts.concurrency, fsync,
         onProgress: () => { progressCalls++ },
       })
+      if (fsync) cpu.restore.push(cpuSeconds(cpu0))
       await rm(target, { recursive: true, force: true })
-      return result.durationMs / 1000
+      return restored.durationMs / 1000
     }
 
     const withFsync = await interleaved(opts.rounds, async (r) => {
@@ -95,36 +108,54 @@ export async function run(args: string[]): Promise<void> {
       peaks.phase('restore')
       return restoreOnce(r, true)
     }, (raw, restore) => restore / raw)
-    const noFsync = await interleaved(opts.rounds, (r) => rawDownload(r, false), (r) => restoreOnce(r, false), (raw, restore) => restore / raw)
+    const noFsync = await interleaved(opts.rounds, async (r) => {
+      peaks.phase('rawDownloadNoFsync')
+      return rawDownload(r, false)
+    }, async (r) => {
+      peaks.phase('restoreNoFsync')
+      return restoreOnce(r, false)
+    }, (raw, restore) => restore / raw)
+    peaks.phase('changelogFileRebuild')
+    const changelogFileSeconds = await rebuildFromChangelog(changelog, join(dir.path, 'rebuilt'))
     peaks.phase('changelogRebuild')
-    const changelogSeconds = await rebuildFromChangelog(changelog, join(dir.path, 'rebuilt'))
+    const changelogSeconds = await rebuildFromKafkaChangelog(kafka.brokers, kafkaChangelog, join(dir.path, 'rebuilt'), CHANGELOG_FETCH)
     const peakRssMBByPhase = peaks.stop()
+    const restoreSeconds = median(withFsync.measured)
 
-    emit({
+    const result = {
       bench: 'restore',
       baseline: 'GetObject of the same objects whole, at the same concurrency, into files, each fsynced',
       loadAvg: loadAtStart,
       stateBytes: manifest.stateBytes,
       objects: objects.length,
       objectBytes: objects.reduce((sum, o) => sum + o.size, 0),
-      bytesDownloaded: result!.bytesDownloaded,
-      restoredSnapshot: result!.snapshot?.id,
+      bytesDownloaded: restored!.bytesDownloaded,
+      restoredSnapshot: restored!.snapshot?.id,
       expectedSnapshot: snapshot.id,
-      restoreSeconds: round(median(withFsync.measured), 2),
+      restoreSeconds: round(restoreSeconds, 2),
       rawDownloadSeconds: round(median(withFsync.raw), 2),
+      restoreCpuSeconds: round(median(cpu.restore), 2),
+      rawDownloadCpuSeconds: round(median(cpu.raw), 2),
       ...pairedRatio(withFsync.ratios),
       restoreSecondsNoFsync: round(median(noFsync.measured), 2),
       rawDownloadSecondsNoFsync: round(median(noFsync.raw), 2),
       ...prefixed('ratioNoFsync', pairedRatio(noFsync.ratios)),
-      changelogRecords: changelog.records,
+      changelogRecords: kafkaChangelog.records,
       changelogSeconds: round(changelogSeconds, 2),
-      changelogRatio: round(changelogSeconds / median(withFsync.measured), 2),
+      changelogRatio: round(changelogSeconds / restoreSeconds, 2),
+      changelog: `Kafka (librdkafka mock), ${kafkaChangelog.topics.length * MOCK_PARTITIONS_PER_TOPIC} partitions of <= ${PARTITION_BYTES / MiB} MiB; kafkajs consumer, maxBytesPerPartition ${CHANGELOG_FETCH.maxBytesPerPartition / MiB} MiB, maxBytes ${CHANGELOG_FETCH.maxBytes / MiB} MiB; LevelDB batches of <= 1000`,
+      changelogFileSeconds: round(changelogFileSeconds, 2),
+      changelogFileRatio: round(changelogFileSeconds / restoreSeconds, 2),
       concurrency: opts.concurrency,
       progressCalls,
-      peakRssMB: peakRssMB(),
+      peakRssMB: Math.max(peakRssMBByPhase.restore ?? 0, peakRssMBByPhase.restoreNoFsync ?? 0),
+      processPeakRssMB: peakRssMB(),
       peakRssMBByPhase,
-    })
+    }
+    emit(result)
+    saveFigures('restore', args, result)
   } finally {
+    kafka?.stop()
     await s3.close()
     dir.cleanup()
   }
@@ -180,4 +211,143 @@ async function rebuildFromChangelog(changelog: { path: string }, target: string)
   const seconds = (performance.now() - t0) / 1000
   await rm(target, { recursive: true, force: true })
   return seconds
+}
+
+/**
+ * librdkafka's mock cluster keeps at most 5 MiB (or 100,000 record batches)
+ * per partition and drops the oldest beyond that (rdkafka_mock.c), and it
+ * makes every topic with 4 partitions. So the changelog is spread over as
+ * many partitions of as many topics as it needs, each filled to
+ * PARTITION_BYTES; a fetch then returns a record batch of each of many
+ * partitions (the mock answers one batch per partition per fetch), which
+ * reads faster than one partition would: in the peer's favour.
+ */
+const MOCK_PARTITIONS_PER_TOPIC = 4
+const PARTITION_BYTES = 4 * 1024 * 1024
+/** Records per produce request: one record batch, about 1 MiB with 1000-byte values. */
+const FILL_BATCH = 1000
+const MiB = 1024 * 1024
+/**
+ * Kafka's consumer defaults (max.partition.fetch.bytes 1 MiB, fetch.max.bytes
+ * 50 MiB): the fastest of those tried with kafkajs here (1/10, 1/50 and
+ * 8/50 MiB; 8 MiB per partition changes nothing, as the mock answers one
+ * record batch per partition and fetch).
+ */
+const CHANGELOG_FETCH: FetchSizes = { maxBytesPerPartition: 1 * MiB, maxBytes: 50 * MiB }
+/** Produce requests in flight while the topics fill (each to its own partition). */
+const FILL_IN_FLIGHT = 4
+
+export interface KafkaChangelog {
+  topics: string[]
+  records: number
+  bytes: number
+}
+
+/**
+ * A compacted changelog of the store in Kafka: one record per key-value as
+ * LevelDB holds them (every key once, so compaction has nothing to remove),
+ * in key order, partition after partition. Filled before any clock.
+ */
+export async function fillKafkaChangelog(brokers: string[], prefix: string, storePath: string): Promise<KafkaChangelog> {
+  const { producer } = await benchProducer(brokers)
+  const db = new ClassicLevel<Buffer, Buffer>(storePath, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  await db.open()
+  const topics: string[] = []
+  let records = 0
+  let bytes = 0
+  let slot = -1
+  let slotBytes = PARTITION_BYTES
+  const inFlight = new Set<Promise<void>>()
+  const send = async (topic: string, partition: number, messages: Message[]): Promise<void> => {
+    while (inFlight.size >= FILL_IN_FLIGHT) await Promise.race(inFlight)
+    const sent = producer.send({ topic, acks: 1, messages: messages.map((m) => ({ ...m, partition })) }).then(() => { inFlight.delete(sent) })
+    inFlight.add(sent)
+  }
+  try {
+    let messages: Message[] = []
+    let batchBytes = 0
+    const flush = async (): Promise<void> => {
+      if (slotBytes + batchBytes > PARTITION_BYTES) {
+        slot++
+        slotBytes = 0
+        if (slot % MOCK_PARTITIONS_PER_TOPIC === 0) topics.push(`${prefix}-${topics.length}`)
+      }
+      slotBytes += batchBytes
+      await send(topics.at(-1)!, slot % MOCK_PARTITIONS_PER_TOPIC, messages)
+      messages = []
+      batchBytes = 0
+    }
+    for await (const [key, value] of db.iterator()) {
+      messages.push({ key, value })
+      records++
+      bytes += key.length + value.length
+      batchBytes += key.length + value.length
+      if (messages.length === FILL_BATCH) await flush()
+    }
+    if (messages.length > 0) await flush()
+    await Promise.all(inFlight)
+  } finally {
+    await db.close()
+    await producer.disconnect()
+  }
+  return { topics, records, bytes }
+}
+
+/** How the restore consumer fetches: kafkajs's defaults are 1 MiB per partition and 10 MiB per fetch. */
+export interface FetchSizes {
+  maxBytesPerPartition: number
+  maxBytes: number
+}
+
+/**
+ * Kafka Streams' restore: a consumer reads the changelog from its start
+ * and puts the records into a fresh LevelDB in batches of up to 1000 (the
+ * restore consumer's max.poll.records), each batch written before the
+ * next; the store is closed at the end, so everything is written (no
+ * fsync, as RocksDB's restore does not sync either). The clock starts when
+ * the consumer has joined its group (Kafka Streams' restore consumer is
+ * assigned its partitions without a group join) and stops when the store
+ * is closed. Nothing is committed: a restore consumer commits no offsets.
+ */
+export async function rebuildFromKafkaChangelog(brokers: string[], changelog: KafkaChangelog, target: string, fetch: FetchSizes): Promise<number> {
+  const kafka = new Kafka({ brokers, clientId: 'bench-changelog-restore', logLevel: logLevel.NOTHING })
+  const consumer = kafka.consumer({ groupId: `${changelog.topics[0]!}-restore-${Date.now().toString(36)}`, ...fetch, minBytes: 1, maxWaitTimeInMs: 100 })
+  const db = new ClassicLevel<Buffer, Buffer>(target, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  await db.open()
+  let t0 = 0
+  consumer.on(consumer.events.GROUP_JOIN, () => { t0 = performance.now() })
+  let restored = 0
+  let finish!: () => void
+  let fail!: (err: unknown) => void
+  const finished = new Promise<void>((resolve, reject) => { finish = resolve; fail = reject })
+  try {
+    await consumer.connect()
+    await consumer.subscribe({ topics: changelog.topics, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachBatch: async ({ batch }) => {
+        try {
+          const messages = batch.messages
+          for (let i = 0; i < messages.length; i += 1000) {
+            const ops = messages.slice(i, i + 1000).map((m) => ({ type: 'put' as const, key: m.key!, value: m.value! }))
+            await db.batch(ops)
+            restored += ops.length
+          }
+          if (restored >= changelog.records) finish()
+        } catch (err) {
+          fail(err)
+          throw err
+        }
+      },
+    })
+    await finished
+    await db.close()
+    const seconds = (performance.now() - t0) / 1000
+    if (restored !== changelog.records) throw new Error(`the changelog restore put ${restored} records, the changelog holds ${changelog.records}`)
+    return seconds
+  } finally {
+    await consumer.disconnect()
+    if (db.status === 'open') await db.close()
+    await rm(target, { recursive: true, force: true })
+  }
 }

@@ -6,6 +6,12 @@
  * rawPutMBps puts the same table files with plain PutObject requests, at the
  * same concurrency as the snapshot upload, in the same run.
  *
+ * --throttle-mbps N (20 is the documented choice: a slow S3) puts the store
+ * behind a proxy that lets N MiB/s through each way (bench/_throttle.ts), for
+ * the snapshots and the plain puts alike; the store is then 256 MiB unless
+ * --mb says otherwise, so that the run still ends in a few minutes. The
+ * result goes to bench/results/snapshot.json, or snapshot-throttled.json.
+ *
  * S3: TIDEMARK_S3_ENDPOINT (+ TIDEMARK_S3_ACCESS_KEY, TIDEMARK_S3_SECRET_KEY,
  * TIDEMARK_S3_REGION), or a throwaway radosgw started with
  * scripts/services/ceph-rgw/start.sh. Objects are deleted at the end
@@ -23,7 +29,9 @@ import {
 } from '@aws-sdk/client-s3'
 import { S3SnapshotStore, S3_DEFAULTS } from '../connectors/s3/index.js'
 import { PartitionStore, rawCodec, Snapshotter, SNAPSHOT_DEFAULTS, valueState, type SnapshotResult } from '../src/index.js'
-import { benchDir, emit, intFlags, rng, round } from './_util.js'
+import { saveFigures } from './_figures.js'
+import { startThrottle } from './_throttle.js'
+import { benchDir, emit, intFlags, loadAvg, rng, round } from './_util.js'
 
 const MiB = 1024 * 1024
 export const kv = valueState('kv', { codec: rawCodec() })
@@ -35,7 +43,8 @@ export interface BenchS3 {
   credentials: { accessKeyId: string; secretAccessKey: string }
   bucket: string
   admin: S3Client
-  store(prefix: string, options?: { uploadConcurrency?: number; partSize?: number }): S3SnapshotStore
+  /** A snapshot store on the bucket; `endpoint` reaches the same server another way (a throttling proxy). */
+  store(prefix: string, options?: { uploadConcurrency?: number; partSize?: number; endpoint?: string }): S3SnapshotStore
   /** Deletes every object of the bucket, the bucket, and stops radosgw if this process started it. */
   close(): Promise<void>
 }
@@ -68,7 +77,7 @@ export async function benchS3(name: string): Promise<BenchS3> {
     bucket,
     admin,
     store(prefix, options = {}) {
-      const store = new S3SnapshotStore({ endpoint: endpoint!, region, forcePathStyle: true, credentials, bucket, prefix, ...options })
+      const store = new S3SnapshotStore({ endpoint: endpoint!, region, forcePathStyle: true, credentials, bucket, prefix, ...withoutUndefined(options) })
       stores.push(store)
       return store
     },
@@ -80,6 +89,10 @@ export async function benchS3(name: string): Promise<BenchS3> {
       stop()
     },
   }
+}
+
+function withoutUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>
 }
 
 export async function emptyBucket(admin: S3Client, bucket: string, prefix: string): Promise<void> {
@@ -189,7 +202,7 @@ export function percentile(xs: readonly number[], p: number): number {
 }
 
 /** Plain PutObject of each file, `concurrency` at a time; the bytes put and the seconds it took. */
-async function rawPut(s3: BenchS3, dir: string, names: readonly string[], concurrency: number): Promise<{ bytes: number; seconds: number }> {
+export async function rawPut(s3: BenchS3, client: S3Client, dir: string, names: readonly string[], concurrency: number): Promise<{ bytes: number; seconds: number }> {
   let bytes = 0
   let next = 0
   const t0 = performance.now()
@@ -198,7 +211,7 @@ async function rawPut(s3: BenchS3, dir: string, names: readonly string[], concur
       const name = names[next++]!
       const body = await readFile(join(dir, name))
       bytes += body.length
-      await s3.admin.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `raw/${name}`, Body: body }))
+      await client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `raw/${name}`, Body: body }))
     }
   }))
   const seconds = (performance.now() - t0) / 1000
@@ -230,12 +243,19 @@ export function phasePeaks(): { phase(name: string): void; stop(): Record<string
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { mb: 1100, valueBytes: 1000, changePercent: 1, snapshots: 25, writeRate: 5000, writeBatch: 100, uploadConcurrency: SNAPSHOT_DEFAULTS.uploadConcurrency, objectMB: SNAPSHOT_DEFAULTS.maxObjectBytes / MiB, s3Parts: S3_DEFAULTS.uploadConcurrency, partMB: S3_DEFAULTS.partSize / MiB })
+  // mb 0: 1100, or 256 with a throttle (a slow store takes ~13 s per 256 MiB at 20 MiB/s).
+  const opts = intFlags(args, { 'mb': 0, 'throttle-mbps': 0, valueBytes: 1000, changePercent: 1, snapshots: 25, writeRate: 5000, writeBatch: 100, uploadConcurrency: SNAPSHOT_DEFAULTS.uploadConcurrency, objectMB: SNAPSHOT_DEFAULTS.maxObjectBytes / MiB, s3Parts: S3_DEFAULTS.uploadConcurrency, partMB: S3_DEFAULTS.partSize / MiB })
+  const throttleMBps = opts['throttle-mbps'] > 0 ? opts['throttle-mbps'] : undefined
+  const mb = opts.mb > 0 ? opts.mb : throttleMBps === undefined ? 1100 : 256
+  const loadAvgAtStart = loadAvg()
   const dir = benchDir('snapshot')
   const s3 = await benchS3('bench-snapshot')
+  const throttle = throttleMBps === undefined ? undefined : await startThrottle(s3.endpoint, throttleMBps)
+  // The plain puts take the same road as the snapshots.
+  const putClient = throttle === undefined ? s3.admin : new S3Client({ endpoint: throttle.endpoint, region: s3.region, forcePathStyle: true, credentials: s3.credentials })
   try {
-    const g = await generateStore(join(dir.path, 'store'), opts.mb, opts.valueBytes)
-    const dfs = s3.store('job', { uploadConcurrency: opts.s3Parts, partSize: opts.partMB * MiB })
+    const g = await generateStore(join(dir.path, 'store'), mb, opts.valueBytes)
+    const dfs = s3.store('job', { uploadConcurrency: opts.s3Parts, partSize: opts.partMB * MiB, endpoint: throttle?.endpoint })
     const snapshotter = new Snapshotter({ snapshotStore: dfs, partitionStore: g.store, job: 'bench', partition: 0, uploadConcurrency: opts.uploadConcurrency, maxObjectBytes: opts.objectMB * MiB })
 
     // Plain puts of the same table files, at the snapshot's concurrency
@@ -250,14 +270,14 @@ export async function run(args: string[]): Promise<void> {
     const tables = (await readdir(rawDir)).sort()
     const rawConcurrency = opts.uploadConcurrency * opts.s3Parts
     peaks.phase('rawPut')
-    const rawA = await rawPut(s3, rawDir, tables.filter((_n, i) => i % 2 === 0), rawConcurrency)
+    const rawA = await rawPut(s3, putClient, rawDir, tables.filter((_n, i) => i % 2 === 0), rawConcurrency)
 
     peaks.phase('fullSnapshot')
     const full = await snapshotter.takeSnapshot()
     const uploadMBps = full.bytesUploaded / MiB / (full.uploadMs / 1000)
 
     peaks.phase('rawPut')
-    const rawB = await rawPut(s3, rawDir, tables.filter((_n, i) => i % 2 === 1), rawConcurrency)
+    const rawB = await rawPut(s3, putClient, rawDir, tables.filter((_n, i) => i % 2 === 1), rawConcurrency)
     const rawPutMBps = (rawA.bytes + rawB.bytes) / MiB / (rawA.seconds + rawB.seconds)
     await rm(rawDir, { recursive: true, force: true })
 
@@ -303,8 +323,10 @@ export async function run(args: string[]): Promise<void> {
     const peakRssMBByPhase = peaks.stop()
     const loadSeconds = (performance.now() - loadStarted) / 1000
 
-    emit({
+    const result = {
       bench: 'snapshot',
+      throttleMBps: throttleMBps ?? null,
+      loadAvg: loadAvgAtStart,
       stateBytes: full.bytesTotal,
       fullUploadBytes: full.bytesUploaded,
       incrementalUploadBytes: incremental.bytesUploaded,
@@ -324,10 +346,14 @@ export async function run(args: string[]): Promise<void> {
       peakRssMBByPhase,
       keys: g.keys,
       valueBytes: opts.valueBytes,
-    })
+    }
+    emit(result)
+    saveFigures(throttleMBps === undefined ? 'snapshot' : 'snapshot-throttled', args, result)
     await snapshotter.close()
     await g.store.close()
   } finally {
+    if (putClient !== s3.admin) putClient.destroy()
+    await throttle?.close()
     await s3.close()
     dir.cleanup()
   }

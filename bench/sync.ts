@@ -31,6 +31,7 @@ import { openKafkaLog } from '../connectors/kafka/index.js'
 import { openFileLog, type RevisionedLog } from '../src/log/index.js'
 import { createStateSynchronizer, type StateSynchronizer } from '../src/sync/index.js'
 import { encodeUpdates } from '../src/sync/entry.js'
+import { saveFigures } from './_figures.js'
 import { benchDir, emit, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 
 interface Counter {
@@ -243,7 +244,7 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
     ratios.group4Shared.push(got.fourShared! / got.one!)
     ratios.group4Processes.push(got.fourProcesses! / got.one!)
   }
-  emit({
+  const result = {
     bench: 'sync',
     log: 'file',
     mode: 'append',
@@ -260,5 +261,8 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
     ...prefixed('groupRatio4', pairedRatio(ratios.group4)),
     ...prefixed('groupRatio4Shared', pairedRatio(ratios.group4Shared)),
     ...prefixed('groupRatio4Processes', pairedRatio(ratios.group4Processes)),
-  })
+  }
+  emit(result)
+  // The README's row (npm run readme:bench): the append figures, which the targets are about.
+  saveFigures('sync', process.argv.slice(3), result)
 }

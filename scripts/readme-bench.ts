@@ -1,6 +1,6 @@
 // Rewrites the block between <!-- bench:start --> and <!-- bench:end --> in
 // README.md from the result lines that the benches saved with saveFigures
-// (bench/_figures.ts: tmp/bench-figures/NAME.json, or BENCH_FIGURES_DIR), so
+// (bench/_figures.ts: bench/results/NAME.json, or BENCH_FIGURES_DIR), so
 // that no figure in the README is typed by hand: one row per bench with its
 // figures, each target met or **missed** as computed here from those figures,
 // and the command, date, Node version and load average that produced them. A
@@ -88,15 +88,16 @@ function lookup(f: Figures, name: string): unknown {
   return undefined
 }
 
-function check(f: Figures, t: Target): { text: string; met?: boolean } {
+/** "`ratio` ≥ 0.95: met", "…: **missed**", or "…: not measured" when the figures lack it. */
+function check(f: Figures, t: Target): string {
   const name = t.per === undefined ? `\`${t.field}\`` : `\`${t.field}\` ÷ \`${t.per}\``
   const text = `${name} ${t.op === '>=' ? '≥' : '≤'} ${t.bound}`
   const value = figure(f, t.field)
   const per = t.per === undefined ? 1 : figure(f, t.per)
-  if (value === undefined || per === undefined || per === 0) return { text: `${text}: not measured` }
+  if (value === undefined || per === undefined || per === 0) return `${text}: not measured`
   const x = value / per
   const met = t.op === '>=' ? x >= t.bound : x <= t.bound
-  return { text: `${text}: ${met ? 'met' : '**missed**'}${t.per === undefined ? '' : ` (${round(x, 3)})`}`, met }
+  return `${text}: ${met ? 'met' : '**missed**'}${t.per === undefined ? '' : ` (${round(x, 3)})`}`
 }
 
 const round = (n: number, digits: number): number => Math.round(n * 10 ** digits) / 10 ** digits
@@ -120,7 +121,7 @@ function phrase(f: Figures, names: readonly string[], text: (...xs: number[]) =>
   return xs.every((x) => x !== undefined) ? text(...(xs as number[])) : undefined
 }
 
-const join2 = (parts: ReadonlyArray<string | undefined>): string => parts.filter((p) => p !== undefined).join('; ') || 'no known figure in the file'
+const clauses = (parts: ReadonlyArray<string | undefined>): string => parts.filter((p) => p !== undefined).join('; ') || 'no known figure in the file'
 
 interface Row {
   name: string
@@ -132,12 +133,12 @@ const ROWS: readonly Row[] = [
   {
     name: 'commit',
     what: 'read-modify-write of counters in batches, one commit per batch, vs the same reads and `db.batch` puts on classic-level; interleaved pairs',
-    figures: (f) => join2([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio')]),
+    figures: (f) => clauses([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio')]),
   },
   {
     name: 'replay',
     what: 'events replayed onto a restored store vs a plain read + `JSON.parse` of the same log entries; interleaved pairs',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['eventsPerSec', 'rawReadPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`),
       ratio(f, 'ratio'),
       phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
@@ -146,7 +147,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'snapshot',
     what: 'a generated store on radosgw: full snapshot, incremental after some keys changed, then snapshots under a write load; vs plain PutObject of the same table files',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
       phrase(f, ['incrementalUploadBytes', 'newTableBytes', 'changedKeys'], (a, b, c) => `incremental ${mb(a)} for ${mb(b)} of new tables after ${int(c)} keys changed`),
       phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
@@ -158,7 +159,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'snapshot-throttled',
     what: 'the snapshot bench with the snapshot store throttled (`--throttle-mbps`): commits under the write load and memory while uploads are slow',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['throttleMBps'], (x) => `throttled to ${x} MiB/s`),
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
       phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
@@ -169,7 +170,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'restore',
     what: 'the same store restored (SHA-256 checked, fsynced) vs GetObject of the same objects into fsynced files; and rebuilt the way Kafka Streams does (a compacted changelog replayed into a fresh LevelDB)',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
       phrase(f, ['restoreSeconds', 'rawDownloadSeconds'], (a, b) => `${a} s vs raw ${b} s`),
       ratio(f, 'ratio'),
@@ -181,7 +182,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'sync',
     what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [docs/sync.md](docs/sync.md#benchmark))',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['perSecond1', 'rawPerSecond'], (a, b) => `1 writer ${int(a)} appends/s vs raw ${int(b)}/s`),
       ratio(f, 'appendRatio1'),
       phrase(f, ['perSecond4'], (x) => `4 writers ${int(x)}/s`),
@@ -193,7 +194,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'partitions',
     what: 'partition stores in one process, snapshot all and restore all on radosgw, vs plain S3 put/get at the same concurrency',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['partitions', 'mbPerPartition'], (n, m) => `${n} partitions of ${m} MiB`),
       phrase(f, ['putMBps', 'rawPutMBps'], (a, b) => `snapshot all ${a} MB/s vs plain puts ${b} MB/s`),
       ratio(f, 'putRatio'),
@@ -205,7 +206,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'outputs',
     what: 'a word count that emits one record per event vs the same job without emitting; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s`),
       ratio(f, 'emitRatio'),
       phrase(f, ['deliveredPerSec', 'deliveryRawPerSec'], (a, b) => `${int(a)} records/s vs ${int(b)}/s`),
@@ -215,7 +216,7 @@ const ROWS: readonly Row[] = [
   {
     name: 'requests',
     what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [What it costs at scale](#what-it-costs-at-scale))',
-    figures: (f) => join2([
+    figures: (f) => clauses([
       phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
     ]),
@@ -227,7 +228,7 @@ const ROWS: readonly Row[] = [
       const points = Array.isArray(f.points) ? (f.points as Figures[]) : []
       const sizes = points.filter((p) => p.series === 'size').map((p) => `${String(p.mb)} MiB`)
       const steps = points.filter((p) => p.series === 'incremental').map((p) => `${String(p.changedPercent)} %`)
-      return join2([sizes.length > 0 ? `sizes ${sizes.join(', ')}` : undefined, steps.length > 0 ? `keys changed ${steps.join(', ')}` : undefined])
+      return clauses([sizes.length > 0 ? `sizes ${sizes.join(', ')}` : undefined, steps.length > 0 ? `keys changed ${steps.join(', ')}` : undefined])
     },
   },
 ]
@@ -285,14 +286,13 @@ export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>): 
     const f = figuresByBench.get(row.name)
     const targets = TARGETS[row.name] ?? []
     if (f === undefined) {
-      const t = targets.map((x) => `${check({}, x).text}`).join('; ') || '—'
-      return [`\`${row.name}\``, row.what, 'not measured', t, '—']
+      return [`\`${row.name}\``, row.what, 'not measured', targets.map((x) => check({}, x)).join('; ') || '—', '—']
     }
-    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x).text).join('; ') || '—', measured(f)]
+    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x)).join('; ') || '—', measured(f)]
   })
   return [
     START,
-    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `tmp/bench-figures/`; targets from the issues named in the script, met or **missed** as computed from these figures.',
+    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/`; targets from the issues named in the script, met or **missed** as computed from these figures.',
     '',
     '| bench | what | figures | target | measured |',
     '| --- | --- | --- | --- | --- |',
@@ -353,7 +353,7 @@ export function replaceBenchBlock(readme: string, block: string): string {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({ args: process.argv.slice(2), options: { figures: { type: 'string' }, readme: { type: 'string' }, requests: { type: 'string' } }, strict: true })
-  const dir = values.figures ?? process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'tmp', 'bench-figures')
+  const dir = values.figures ?? process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'bench', 'results')
   const readmePath = values.readme ?? join(ROOT, 'README.md')
   // The requests bench leaves its line where `npm run readme:cost` reads it.
   const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE ?? join(ROOT, 'bench', '.last-requests.json')

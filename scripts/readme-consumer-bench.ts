@@ -1,7 +1,7 @@
 // Rewrites the block between <!-- consumer-bench:start --> and
 // <!-- consumer-bench:end --> in README.md from the result lines that the
 // last `npm run bench -- rebalance` and `npm run bench -- idle` saved
-// (tmp/bench-figures/{rebalance,idle}.json, or BENCH_FIGURES_DIR; or the
+// (bench/results/{rebalance,idle}.json, or BENCH_FIGURES_DIR; or the
 // files given as arguments), so that no figure in the README is typed by hand.
 //
 //   npm run bench -- rebalance && npm run bench -- idle && npm run readme:consumer-bench
@@ -16,7 +16,7 @@ const END = '<!-- consumer-bench:end -->'
 
 type Figures = Record<string, unknown>
 
-const dir = process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'tmp', 'bench-figures')
+const dir = process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'bench', 'results')
 const files = process.argv.length > 2 ? process.argv.slice(2) : [join(dir, 'rebalance.json'), join(dir, 'idle.json')]
 const byBench = new Map<string, Figures>()
 for (const file of files) {
