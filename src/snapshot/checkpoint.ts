@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
-import { copyFile, link, mkdir, open, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
+import { copyFile, link, mkdir, open, readdir, readFile, rm, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
@@ -100,7 +98,7 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
         growing.push({ name: manifest, size: (await stat(join(dir, manifest + GROWING))).size })
       }, { keepOpen: true })
       stallMs = performance.now() - started
-      await writeFile(join(dir, 'CURRENT'), current)
+      await writeWhole(join(dir, 'CURRENT'), Buffer.from(current))
       for (const { name, size } of growing) {
         const from = join(dir, name + GROWING)
         if (fileKind(name) === 'manifest') {
@@ -110,11 +108,10 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
           }
           // A compaction may have been writing an edit: only complete ones count.
           const data = await readPrefix(from, size)
-          await writeFile(join(dir, name), data.subarray(0, completeRecordsLength(data)))
+          await writeWhole(join(dir, name), data.subarray(0, completeRecordsLength(data)))
         } else {
           // Commits waited while the size was taken: the log ends after a whole commit.
-          if (size === 0) await writeFile(join(dir, name), '')
-          else await pipeline(createReadStream(from, { start: 0, end: size - 1 }), createWriteStream(join(dir, name)))
+          await copyPrefix(from, join(dir, name), size)
         }
         await unlink(from)
       }
@@ -172,6 +169,37 @@ async function linkUnlessGone(from: string, to: string): Promise<boolean> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
     throw err
+  }
+}
+
+/** Writes `data` as a new file (a full disk fails it as any write). */
+async function writeWhole(path: string, data: Uint8Array): Promise<void> {
+  const file = await open(path, 'wx')
+  try {
+    for (let at = 0; at < data.byteLength;) at += (await file.write(data, at, data.byteLength - at, at)).bytesWritten
+  } finally {
+    await file.close()
+  }
+}
+
+/** Copies the first `size` bytes of `from` (which may go on growing) into a new file `to`. */
+async function copyPrefix(from: string, to: string, size: number): Promise<void> {
+  const source = await open(from, 'r')
+  try {
+    const target = await open(to, 'wx')
+    try {
+      const chunk = Buffer.allocUnsafe(Math.min(size, 1024 * 1024))
+      for (let at = 0; at < size;) {
+        const { bytesRead } = await source.read(chunk, 0, Math.min(chunk.byteLength, size - at), at)
+        if (bytesRead === 0) throw new Error(`${from} is shorter than the ${size} bytes it had`)
+        for (let done = 0; done < bytesRead;) done += (await target.write(chunk, done, bytesRead - done, at + done)).bytesWritten
+        at += bytesRead
+      }
+    } finally {
+      await target.close()
+    }
+  } finally {
+    await source.close()
   }
 }
 

@@ -99,7 +99,8 @@ describe('disk full', () => {
       const expired = deadline(120_000)
       for (let round = 0; round < ROUNDS && !expired(); round++) {
         offset = (await writeKeys(store, range(round * 100, round * 100 + 2000), round + 2, offset, 500)) + 1n
-        enospc.set((op, path) => op === 'copyFile' && path.startsWith(`${store.path}.checkpoints${sep}`))
+        // copyFile: a checkpoint that closes the store; write: one that keeps it open (copies of the logs and the MANIFEST).
+        enospc.set((op, path) => (op === 'copyFile' || op === 'write') && path.startsWith(`${store.path}.checkpoints${sep}`))
         const injected = enospc.injected
         const error = await snapshotter.takeSnapshot().then(() => undefined, (e: unknown) => e)
         figures.diskFullCases++
