@@ -348,7 +348,7 @@ export async function run(args: string[]): Promise<void> {
       valueBytes: opts.valueBytes,
     }
     emit(result)
-    saveFigures(throttleMBps === undefined ? 'snapshot' : 'snapshot-throttled', args, result)
+    saveFigures(throttleMBps === undefined ? 'snapshot' : 'snapshot-throttled', args, result, 'snapshot')
     await snapshotter.close()
     await g.store.close()
   } finally {
