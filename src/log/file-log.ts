@@ -110,6 +110,12 @@ export async function openFileLog(dir: string, options: FileLogOptions = {}): Pr
  * through separate handles join the same groups and need no lock-file work
  * between them (see FileLog). Handles with other options get a core of their
  * own and coordinate through the lock file, as other processes do.
+ *
+ * Module state, against the rule of no global state, on purpose: the append
+ * lock belongs to the process (a second handle taking turns with the first
+ * through the lock file made 4 writers in one process slower than 1), and
+ * the process is the scope this map has. An entry lives only while a handle
+ * of its log is open.
  */
 const cores = new Map<string, { core: LogCore; handles: number; ready: Promise<void> }>()
 
