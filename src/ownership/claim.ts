@@ -199,6 +199,18 @@ export class Claim {
     this.#clock = clock
   }
 
+  /**
+   * Whether a listing of the partition's snapshots made before this claim
+   * was taken still describes the partition as this owner takes it over:
+   * it holds the last snapshot that the owner this claim replaced recorded
+   * at its release (ClaimRecord.lastSnapshot). False: list again, or the
+   * restore would pick the snapshot before that one and replay.
+   */
+  listingIsCurrent(refs: ReadonlyArray<{ key: string }>): boolean {
+    const last = this.previous?.lastSnapshot
+    return last === undefined || refs.some((r) => r.key === last)
+  }
+
   /** The etag of the claim object as this owner last wrote it. */
   get etag(): string {
     return this.#etag

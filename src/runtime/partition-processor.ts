@@ -277,8 +277,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         // A previous owner that released the claim after that listing may
         // have committed a snapshot it lacks (its last one, recorded in the
         // claim it released): then the restore lists again.
-        const last = this.#claim.previous?.lastSnapshot
-        const known = last === undefined || listed.known.refs.some((r) => r.key === last) ? listed.known : undefined
+        const known = this.#claim.listingIsCurrent(listed.known.refs) ? listed.known : undefined
         epoch = this.#claim.epoch
         this.#startRenewing(this.#claim)
         const meter = new ProgressMeter('restore', (p) => this.emit('progress', p))

@@ -80,13 +80,11 @@ export async function acquireOwnership(options: AcquireOwnershipOptions): Promis
       // listing is the partition as this owner takes it over, unless the
       // previous owner released it after the listing with a snapshot the
       // listing lacks (its hand-off): then the restore lists again.
-      const last = claim.previous?.lastSnapshot
-      const current = last === undefined || known.refs.some((r) => r.key === last)
-      return attempt === 1 && !force && current ? { ...claimed(claim), known } : claimed(claim)
+      return attempt === 1 && !force && claim.listingIsCurrent(known.refs) ? { ...claimed(claim), known } : claimed(claim)
     } catch (err) {
       // Held by the previous owner (not yet released) or lost in a race with
       // it: wait for its release, until the deadline makes it a takeover.
-      if (force || !isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || options.signal?.aborted === true) throw err
+      if (force || !isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT') || aborted(options.signal)) throw err
       if (attempt === 1) options.onWait?.(known)
       const seen = typeof err.details.etag === 'string' ? err.details.etag : undefined
       // Watched with HEADs until it changes (released, or taken by another
@@ -121,7 +119,7 @@ async function newestEpoch(store: SnapshotStore, job: string, partition: string)
 }
 
 function unclaimed(epoch: number): PartitionOwnership {
-  return { epoch, claimed: false, check: async () => undefined, release: async (_lastSnapshot?: string) => undefined }
+  return { epoch, claimed: false, check: async () => undefined, release: async () => undefined }
 }
 
 function claimed(claim: Claim): PartitionOwnership {
