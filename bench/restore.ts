@@ -101,20 +101,16 @@ export async function run(args: string[]): Promise<void> {
       return restored.durationMs / 1000
     }
 
-    const withFsync = await interleaved(opts.rounds, async (r) => {
-      peaks.phase('rawDownload')
-      return rawDownload(r, true)
+    // Raw and restore pairs, each side under its own memory phase.
+    const pairs = (fsync: boolean, suffix: string) => interleaved(opts.rounds, async (r) => {
+      peaks.phase(`rawDownload${suffix}`)
+      return rawDownload(r, fsync)
     }, async (r) => {
-      peaks.phase('restore')
-      return restoreOnce(r, true)
+      peaks.phase(`restore${suffix}`)
+      return restoreOnce(r, fsync)
     }, (raw, restore) => restore / raw)
-    const noFsync = await interleaved(opts.rounds, async (r) => {
-      peaks.phase('rawDownloadNoFsync')
-      return rawDownload(r, false)
-    }, async (r) => {
-      peaks.phase('restoreNoFsync')
-      return restoreOnce(r, false)
-    }, (raw, restore) => restore / raw)
+    const withFsync = await pairs(true, '')
+    const noFsync = await pairs(false, 'NoFsync')
     peaks.phase('changelogFileRebuild')
     const changelogFileSeconds = await rebuildFromChangelog(changelog, join(dir.path, 'rebuilt'))
     peaks.phase('changelogRebuild')

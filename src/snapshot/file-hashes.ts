@@ -43,10 +43,9 @@ export class FileHashCache {
    * since does not match. A file that is gone or of another size is left out.
    */
   async seed(dir: string, files: ReadonlyArray<{ name: string; size: number; sha256: string }>): Promise<void> {
-    await Promise.all(files.filter((f) => fileKind(f.name) === 'table').map(async (f) => {
-      const s = await stat(join(dir, f.name)).catch(() => undefined)
-      if (s === undefined || s.size !== f.size) return
-      this.#entries.set(f.name, { size: s.size, ino: s.ino, dev: s.dev, mtimeMs: s.mtimeMs, sha256: f.sha256 })
+    await Promise.all(files.map(async (f) => {
+      const file = await describe(dir, f.name, f.size)
+      if (file !== undefined) this.remember(file, f.sha256)
     }))
   }
 
@@ -57,15 +56,12 @@ export class FileHashCache {
    * after the read. Never throws: a file it cannot read is left to the snapshot.
    */
   async warm(dir: string, name: string, size: number): Promise<void> {
-    if (fileKind(name) !== 'table') return
-    const path = join(dir, name)
+    const file = await describe(dir, name, size)
+    if (file === undefined || this.#lookup(file) !== undefined) return
     try {
-      const before = await stat(path)
-      const file: CheckpointFile = { name, path, size: before.size, ino: before.ino, dev: before.dev, mtimeMs: before.mtimeMs }
-      if (before.size !== size || this.#lookup(file) !== undefined) return
-      const sha256 = await sha256File(path)
-      const after = await stat(path)
-      if (after.ino === before.ino && after.dev === before.dev && after.size === before.size && after.mtimeMs === before.mtimeMs) this.remember(file, sha256)
+      const sha256 = await sha256File(file.path)
+      // Remembered only for the version that was read.
+      if (same(file, await describe(dir, name, size))) this.remember(file, sha256)
     } catch {
       // Deleted by a compaction meanwhile, say: nothing to remember.
     }
@@ -83,4 +79,17 @@ export class FileHashCache {
     const same = e !== undefined && e.size === file.size && e.ino === file.ino && e.dev === file.dev && e.mtimeMs === file.mtimeMs
     return same ? e.sha256 : undefined
   }
+}
+
+/** The table file `name` of `dir` as it is now, if it is there with `size` bytes. */
+async function describe(dir: string, name: string, size: number): Promise<CheckpointFile | undefined> {
+  if (fileKind(name) !== 'table') return undefined
+  const path = join(dir, name)
+  const s = await stat(path).catch(() => undefined)
+  if (s === undefined || s.size !== size) return undefined
+  return { name, path, size, ino: s.ino, dev: s.dev, mtimeMs: s.mtimeMs }
+}
+
+function same(a: CheckpointFile, b: CheckpointFile | undefined): boolean {
+  return b !== undefined && a.ino === b.ino && a.dev === b.dev && a.size === b.size && a.mtimeMs === b.mtimeMs
 }

@@ -77,3 +77,27 @@ export function checkPartitionStore(value: unknown, name: string): PartitionStor
   if (!(value instanceof PartitionStore)) throw new TypeError(`${name} must be an open PartitionStore`)
   return value
 }
+
+/** A file a restore or a prefetch checked against its manifest: name, size and SHA-256, and where it is when `withPath`. */
+export interface CheckedFile {
+  name: string
+  size: number
+  sha256: string
+}
+
+/**
+ * Validates a list of checked files (restore's `reuse`, the Snapshotter's
+ * `verifiedFiles`), each `{ name, size, sha256 }` and, with `withPath`, a
+ * `path`; returns copies, so that the caller's objects can change later.
+ */
+export function checkFileList<F extends CheckedFile>(value: unknown, name: string, withPath: boolean, from: string): F[] {
+  const fields = withPath ? '{ name, size, sha256, path }' : '{ name, size, sha256 }'
+  const bad = (): TypeError => new TypeError(`${name} must be an array of ${fields} (${from})`)
+  if (!Array.isArray(value)) throw bad()
+  return value.map((f: unknown) => {
+    const file = f as Partial<CheckedFile & { path: unknown }> | null
+    if (file === null || typeof file !== 'object' || typeof file.name !== 'string' || typeof file.sha256 !== 'string' || !Number.isSafeInteger(file.size)) throw bad()
+    if (withPath && typeof file.path !== 'string') throw bad()
+    return { ...(file as F) }
+  })
+}

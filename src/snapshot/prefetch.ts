@@ -79,17 +79,17 @@ export function prefetchSnapshot(options: PrefetchOptions): Prefetch {
       }
     })
   })().catch(() => undefined)
-  const stop = async (): Promise<ReusableFile[]> => {
-    stopped = true
+  const settled = async (): Promise<ReusableFile[]> => {
     await work
     return [...done]
   }
+  const stop = (): Promise<ReusableFile[]> => {
+    stopped = true
+    return settled()
+  }
   return {
     stop,
-    finished: async () => {
-      await work
-      return [...done]
-    },
+    finished: settled,
     dispose: async () => {
       await stop()
       await rm(dir, { recursive: true, force: true })

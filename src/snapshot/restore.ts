@@ -11,7 +11,7 @@ import { listManifests, newestFirst, readManifest, type ManifestRef } from './ca
 import { SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
-import { checkBoolean, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS } from './options.js'
+import { checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
 import { fdClose, fdOpen, fdSync, mapLimit } from './util.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
@@ -66,17 +66,10 @@ export interface RestoreOptions {
 }
 
 /** A file of a restored store whose bytes were checked against its manifest (RestoreResult.verifiedFiles). */
-export interface VerifiedFile {
-  name: string
-  size: number
-  sha256: string
-}
+export type VerifiedFile = CheckedFile
 
 /** A verified local copy of a snapshot file (see RestoreOptions.reuse). */
-export interface ReusableFile {
-  name: string
-  size: number
-  sha256: string
+export interface ReusableFile extends CheckedFile {
   path: string
 }
 
@@ -303,12 +296,7 @@ function checkKnownManifests(value: unknown, layout: SnapshotLayout): { refs: Ma
 
 function checkReuse(value: unknown): Map<string, ReusableFile> {
   if (value === undefined) return new Map()
-  const bad = (): TypeError => new TypeError('reuse must be an array of { name, size, sha256, path } (prefetchSnapshot\'s stop())')
-  if (!Array.isArray(value)) throw bad()
-  return new Map(value.map((f: ReusableFile) => {
-    if (typeof f?.name !== 'string' || typeof f.path !== 'string' || typeof f.sha256 !== 'string' || !Number.isSafeInteger(f.size)) throw bad()
-    return [f.name, f]
-  }))
+  return new Map(checkFileList<ReusableFile>(value, 'reuse', true, "prefetchSnapshot's stop()").map((f) => [f.name, f]))
 }
 
 function logRestoreEvent(logger: Logger, labels: { job: string; partition: string }, event: RestoreEvent): void {

@@ -11,7 +11,7 @@ import { collectGarbage, GC_CADENCE_DEFAULTS, type GcListing, type GcResult } fr
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
 import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
 import {
-  checkBoolean, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS,
+  checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS, type CheckedFile,
 } from './options.js'
 import { planCompaction, type FullReason } from './policy.js'
 import { FileHashCache } from './file-hashes.js'
@@ -93,7 +93,7 @@ export interface SnapshotterOptions {
    * CPU, on a hand-off's critical path). Only the files still there, of the
    * same size, unchanged since this snapshotter first looks at them, count.
    */
-  verifiedFiles?: ReadonlyArray<{ name: string; size: number; sha256: string }>
+  verifiedFiles?: readonly CheckedFile[]
   /** Where snapshots, their failures and the events above are logged (pino-compatible); nothing is logged without one. */
   logger?: Logger
 }
@@ -201,7 +201,7 @@ export class Snapshotter {
   #commits = 0
   #inFlight: Promise<unknown> | undefined
   /** verifiedFiles, until prepare() binds them to the files (FileHashCache.seed). */
-  #verifiedFiles: ReadonlyArray<{ name: string; size: number; sha256: string }> | undefined
+  #verifiedFiles: readonly CheckedFile[] | undefined
   #prepared: Promise<void> | undefined
   #lastCommitted: string | undefined
   #closed = false
@@ -804,15 +804,8 @@ function groupBySize(files: readonly CheckpointFile[], maxBytes: number): Checkp
   return groups
 }
 
-function checkVerifiedFiles(value: unknown): ReadonlyArray<{ name: string; size: number; sha256: string }> | undefined {
-  if (value === undefined) return undefined
-  const bad = (): TypeError => new TypeError('verifiedFiles must be an array of { name, size, sha256 } (RestoreResult.verifiedFiles)')
-  if (!Array.isArray(value)) throw bad()
-  for (const f of value as unknown[]) {
-    const file = f as { name?: unknown; size?: unknown; sha256?: unknown } | null
-    if (file === null || typeof file !== 'object' || typeof file.name !== 'string' || typeof file.sha256 !== 'string' || !Number.isSafeInteger(file.size)) throw bad()
-  }
-  return (value as Array<{ name: string; size: number; sha256: string }>).map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }))
+function checkVerifiedFiles(value: unknown): CheckedFile[] | undefined {
+  return value === undefined ? undefined : checkFileList<CheckedFile>(value, 'verifiedFiles', false, 'RestoreResult.verifiedFiles')
 }
 
 function checkCheckpointMode(value: unknown): 'open' | 'close' {
