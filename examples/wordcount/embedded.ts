@@ -53,17 +53,20 @@ export async function runEmbedded(a: EmbeddedArgs): Promise<void> {
   }
   const p = processor as PartitionProcessor<unknown>
   p.on('outputs', (e) => { if (e.type === 'delivery-failed' || e.type === 'outbox-full') console.error(`outputs: ${e.type}`) })
-  const started = await p.start()
-  console.log(`stage ${a.stage}: ${started.source} state at offset ${started.offset ?? 'none'}`)
+  // The handlers go in before the start is announced: a supervisor that sends
+  // SIGTERM as soon as it reads that line must reach them, not the default
+  // action (which kills the process without a hand-off snapshot).
   const ac = new AbortController()
-  let applied = 0
-  p.on('commit', (c) => { applied += c.events })
   const stop = (why: string): void => {
     console.log(`${why}: stopping`)
     ac.abort()
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
+  let applied = 0
+  p.on('commit', (c) => { applied += c.events })
+  const started = await p.start()
+  console.log(`stage ${a.stage}: ${started.source} state at offset ${started.offset ?? 'none'}`)
   if (a.idleExit) {
     await p.catchUp()
     await p.flushOutputs()
