@@ -3,7 +3,7 @@
  * with radosgw as the snapshot store and --size-mb MiB (default 100) of state
  * in each of the topic's 4 partitions.
  *
- *   npm run bench -- rebalance [--size-mb 100] [--rounds 3] [--value-bytes 4000] [--burst 2000] [--batch 1000]
+ *   npm run bench -- rebalance [--size-mb 100] [--rounds 3] [--value-bytes 4000] [--burst 2000] [--batch 1000] [--max-wait-ms N]
  *
  * A member X holds the 4 partitions; a member Y with an empty state
  * directory joins and the group moves 2 of them to it. Per moved partition,
@@ -90,7 +90,9 @@ interface Pair {
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { 'size-mb': 100, rounds: 3, 'value-bytes': 4000, burst: 2000, batch: 1000 })
+  const opts = intFlags(args, { 'size-mb': 100, rounds: 3, 'value-bytes': 4000, burst: 2000, batch: 1000, 'max-wait-ms': 0 })
+  // 0: the StatefulConsumer's default fetch wait; else this one (the fetch-wait trade-off against `npm run bench -- idle --max-wait-ms N`).
+  const fetchWait = opts['max-wait-ms'] === 0 ? {} : { maxWaitTimeInMs: opts['max-wait-ms'] }
   const loadAvgAtStart = loadavg().map((l) => round(l, 2))
   const began = performance.now()
   // Progress on stderr; stdout carries only the result line.
@@ -160,8 +162,8 @@ export async function run(args: string[]): Promise<void> {
         snapshots: { store: snapshotStore, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
         handoff: { snapshot: handoffSnapshot },
         // Shorter than kafkajs's 30 s / 60 s: librdkafka's mock then completes
-        // a rebalance sooner. The fetch wait is left at its default.
-        consumer: GROUP_TIMING,
+        // a rebalance sooner. The fetch wait is the default unless --max-wait-ms.
+        consumer: { ...GROUP_TIMING, ...fetchWait },
         kafka: { socketFactory: sockets.socketFactory },
         ...(trace ? { logger: traceLogger(name) } : {}),
       })
@@ -438,6 +440,7 @@ export async function run(args: string[]): Promise<void> {
       valueBytes: opts['value-bytes'],
       burst: opts.burst,
       rounds: opts.rounds,
+      maxWaitTimeInMs: opts['max-wait-ms'] === 0 ? 'default' : opts['max-wait-ms'],
       loadSeconds: round(loadSeconds, 1),
       baseSnapshotSeconds: round(baseSnapshotSeconds, 1),
       kafka: kafka.kind,

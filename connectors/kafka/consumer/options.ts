@@ -139,13 +139,16 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   clientId: 'tidemark',
   /**
    * kafkajs's fetch wait (its default is 5000). kafkajs also sleeps this
-   * long when every assigned partition is paused, which is the state of a
-   * member that has just been given partitions and is restoring them: the
-   * first fetch after their resume came up to 5 s after the restore. At 250
-   * a new owner's first fetch comes at most 250 ms after its restore; the
-   * idle CPU of 32 caught-up partitions was the same at 200, 300 and 500 ms
-   * (about 5 % of a core, like plain kafkajs at 5000: npm run bench -- idle
-   * --max-wait-ms N), and rose below that (7.9 % at 100).
+   * long when every partition it would fetch from a broker is paused, which
+   * is the state of a member that has just been given partitions and is
+   * restoring them, and a partition resumed while a fetch is in flight
+   * waits for that fetch: the first fetch after a restore came up to 5 s
+   * after it. At 250 it comes at most 250 ms after; at 500 the hand-off
+   * bench's new owners waited 420-500 ms for it in 4 of 6 hand-offs
+   * (handoffRatio 1.65 instead of 1.36). The cost is idle fetching: 32
+   * caught-up partitions took about 2 % of a core at 250 and 0.6 % for
+   * plain kafkajs at 5000 (npm run bench -- idle, with the request-queue
+   * fix of kafkajs-request-queue.ts; --max-wait-ms N for other values).
    */
   maxWaitTimeInMs: 250,
 })

@@ -16,6 +16,19 @@ import { RECORD_ID_HEADER } from '../../../src/outputs/id.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import { PartitionMetrics } from '../../../src/metrics/partition-metrics.js'
 
+/**
+ * Ranged reads at once of the prefetch a new owner runs while it waits for
+ * the previous owner's release (a restore uses 6). The prefetch is
+ * speculative and shares the snapshot store with what is on the critical
+ * path: the old owner's hand-off upload, the claim requests that notice the
+ * release, and the ranges stop() must wait for. At 6 per partition the
+ * rebalance bench (REBALANCE_TRACE=1) saw the claim taken 200-320 ms after
+ * the release and stop() wait 100-530 ms; at 2, 100-150 ms and 35-60 ms,
+ * and the handoffRatio pairs of one run were 1.47-1.84 at 6 and of another
+ * 1.06-1.45 at 2.
+ */
+const PREFETCH_CONCURRENCY = 2
+
 export interface TopicPartition {
   topic: string
   partition: number
@@ -195,7 +208,7 @@ export class PartitionTask<V> {
           phase('prefetching')
           prefetch = prefetchSnapshot({
             snapshotStore: snapshots.store, job: o.job, partition: this.key, manifest: newest, dir: `${this.path}.prefetch`,
-            ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
+            downloadConcurrency: Math.min(PREFETCH_CONCURRENCY, o.downloadConcurrency ?? PREFETCH_CONCURRENCY),
           })
         },
       }).catch(async (err: unknown) => {
