@@ -19,9 +19,9 @@
  * figures are the medians, in percent of one core.
  *
  * Both sides run with kafkajs's request queue fixed
- * (connectors/kafka/kafkajs-request-queue.ts, a process-wide patch that
- * loading tidemark/kafka applies): kafkajs 2.2.4 alone keeps a 1 ms timer
- * loop per connection, 5-7 % of a core here whatever the fetch wait.
+ * (connectors/kafka/kafkajs-fixes.ts, a process-wide patch that loading
+ * tidemark/kafka applies): kafkajs 2.2.4 alone keeps a 1 ms timer loop per
+ * connection, 5-7 % of a core here whatever the fetch wait.
  *
  * Kafka: TIDEMARK_KAFKA_BROKERS, or librdkafka's mock started here.
  */

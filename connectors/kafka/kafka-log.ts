@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Kafka, Partitioners, logLevel, type Admin, type IHeaders, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
-import './kafkajs-request-queue.js'
+import './kafkajs-fixes.js'
 import { TidemarkError } from '../../src/errors.js'
 import { AbstractRevisionedLog, type LogEntry } from '../../src/log/revisioned-log.js'
 import { HEADER_BASIS, HEADER_SEQ, HEADER_WRITER, PartitionCursor } from './cursor.js'

@@ -8,8 +8,10 @@ describe('StatefulConsumer: fetch wait', () => {
   // kafkajs sleeps its whole fetch wait (its default: 5000 ms) when every
   // assigned partition is paused, as they all are while a new member
   // restores them; so the first record after the restore came up to 5 s
-  // late (seen as 4.6 s in `npm run bench -- rebalance`). The consumer's
-  // default fetch wait is 250 ms.
+  // late (seen as 4.6 s in `npm run bench -- rebalance`). The resume ends
+  // that sleep now (connectors/kafka/kafkajs-fixes.ts, tested in
+  // test/log/kafkajs-fixes.test.ts), and the consumer's default fetch wait,
+  // 250 ms, bounds the other delay: a fetch in flight when it resumes.
   it('fetches the first records soon after its partitions are restored, with the default fetch wait', async () => {
     const { brokers } = kafkaService()
     const { producer } = await openProducer(brokers)

@@ -138,17 +138,16 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   onDecodeError: 'stop' as const,
   clientId: 'tidemark',
   /**
-   * kafkajs's fetch wait (its default is 5000). kafkajs also sleeps this
-   * long when every partition it would fetch from a broker is paused, which
-   * is the state of a member that has just been given partitions and is
-   * restoring them, and a partition resumed while a fetch is in flight
-   * waits for that fetch: the first fetch after a restore came up to 5 s
-   * after it. At 250 it comes at most 250 ms after; at 500 the hand-off
-   * bench's new owners waited 420-500 ms for it in 4 of 6 hand-offs
-   * (handoffRatio 1.65 instead of 1.36). The cost is idle fetching: 32
-   * caught-up partitions took about 2 % of a core at 250 and 0.6 % for
-   * plain kafkajs at 5000 (npm run bench -- idle, with the request-queue
-   * fix of kafkajs-request-queue.ts; --max-wait-ms N for other values).
+   * kafkajs's fetch wait (its default is 5000). A partition resumed while a
+   * fetch of its broker is in flight (the member's other partitions there
+   * are caught up) waits for that fetch to return, up to this long: the
+   * first records after a restore came up to 5 s after it. At 250 they come
+   * at most 250 ms after; at 500 the hand-off bench's new owners waited
+   * 420-500 ms in 4 of 6 hand-offs. (The other wait, kafkajs's sleep while
+   * every partition of a broker is paused, ends at the resume:
+   * kafkajs-fixes.ts.) The cost is idle fetching: 32 caught-up partitions
+   * took about 2 % of a core at 250 (npm run bench -- idle; --max-wait-ms N
+   * for other values).
    */
   maxWaitTimeInMs: 250,
 })

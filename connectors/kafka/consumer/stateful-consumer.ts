@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
-import '../kafkajs-request-queue.js'
+import '../kafkajs-fixes.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'

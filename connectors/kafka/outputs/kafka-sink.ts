@@ -1,6 +1,6 @@
 import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
-import '../kafkajs-request-queue.js'
+import '../kafkajs-fixes.js'
 import type { OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
 
 export interface KafkaSinkOptions {

@@ -1,0 +1,143 @@
+/**
+ * Two fixes of kafkajs 2.2.4, the last kafkajs release, applied when
+ * tidemark/kafka is loaded. Each replaces one method of one kafkajs class
+ * on its prototype: a process-wide change (the only ones Tidemark makes,
+ * which also apply to the program's own kafkajs clients), because the
+ * objects are created deep inside kafkajs's consumers and connections. Any
+ * other kafkajs version is left alone, and so is a kafkajs whose classes
+ * do not have the methods these replace.
+ *
+ * 1. RequestQueue.scheduleCheckPendingRequests (src/network/requestQueue).
+ *    kafkajs re-arms its throttle-check timer every time the check runs,
+ *    also when nothing waits to be sent: with nothing throttled the delay
+ *    is `throttledUntil - Date.now()` (about -1.8e12, which Node turns into
+ *    1 ms), so every connection runs a 1 ms timer loop for its lifetime. An
+ *    idle consumer of 32 partitions spent 5-7 % of a core in it (epoll woke
+ *    ~1,700 times a second; `npm run bench -- idle`), and Node 24 prints a
+ *    TimeoutNegativeWarning for it on the stderr of every program (kafkajs
+ *    issues #1556, #1704, #1751; PRs #1667 and #1768, unreleased). The
+ *    replacement is the same code, except that with no pending request it
+ *    arms nothing: the timer's only job is to send queued requests once a
+ *    throttle ends, and push() arms it again when it queues one (fulfilled
+ *    and timed-out requests run the check directly). With requests pending
+ *    the delays are kafkajs's own: the throttle's end, or 10 ms.
+ *
+ * 2. ConsumerGroup.fetch and ConsumerGroup.resume (src/consumer).
+ *    When every partition a broker leads for this member is paused, fetch
+ *    sleeps the whole fetch wait (`maxWaitTimeInMs`) and returns nothing;
+ *    a resume() during that sleep is seen only after it. That is the state
+ *    of a member whose new partitions are all being restored (they stay
+ *    paused until their state is there), so the first records after a
+ *    restore came up to a fetch wait late (100-230 ms of a 1.3 s hand-off
+ *    at 250 ms in `npm run bench -- rebalance`; seconds at kafkajs's
+ *    default 5000). The replacement does what the original does before it
+ *    finds nothing to fetch (refresh the metadata if needed, check that the
+ *    assignment is not stale, apply pending seeks, with the original's
+ *    error handling), then the same sleep, which a resume() of that
+ *    consumer group ends at once. When any partition on the broker is
+ *    active it calls the original.
+ */
+import { createRequire } from 'node:module'
+
+const require = createRequire(import.meta.url)
+
+/** kafkajs's modules, when it is kafkajs 2.2.4; else undefined. */
+function kafkajs224<T>(path: string): T | undefined {
+  try {
+    if ((require('kafkajs/package.json') as { version: string }).version !== '2.2.4') return undefined
+    return require(path) as T
+  } catch {
+    return undefined
+  }
+}
+
+interface RequestQueue {
+  throttledUntil: number
+  pending: unknown[]
+  throttleCheckTimeoutId: ReturnType<typeof setTimeout> | null
+  checkPendingRequests(): void
+  scheduleCheckPendingRequests(): void
+}
+
+/** kafkajs's own constant (src/network/requestQueue/index.js). */
+const CHECK_PENDING_REQUESTS_INTERVAL = 10
+
+function fixRequestQueue(): void {
+  const proto = kafkajs224<{ prototype: Partial<RequestQueue> }>('kafkajs/src/network/requestQueue/index.js')?.prototype
+  if (proto === undefined || typeof proto.scheduleCheckPendingRequests !== 'function') return
+  proto.scheduleCheckPendingRequests = function scheduleCheckPendingRequests(this: RequestQueue): void {
+    if (this.throttleCheckTimeoutId || this.pending.length === 0) return
+    const untilUnthrottled = this.throttledUntil - Date.now()
+    this.throttleCheckTimeoutId = setTimeout(() => {
+      this.throttleCheckTimeoutId = null
+      this.checkPendingRequests()
+    }, untilUnthrottled > 0 ? untilUnthrottled : CHECK_PENDING_REQUESTS_INTERVAL)
+  }
+}
+
+interface TopicPartitions { topic: string; partitions: number[] }
+
+interface ConsumerGroup {
+  maxWaitTime: number
+  cluster: { refreshMetadataIfNecessary(): Promise<void> }
+  subscriptionState: { active(): TopicPartitions[]; assigned(): TopicPartitions[] }
+  filterPartitionsByNode(nodeId: number, topicPartitions: TopicPartitions[]): TopicPartitions[]
+  checkForStaleAssignment(): void
+  seekOffsets(topicPartitions: TopicPartitions[]): Promise<void>
+  recoverFromFetch(error: unknown): Promise<void>
+  fetch(nodeId: number): Promise<unknown[]>
+  resume(topicPartitions: unknown): void
+}
+
+/** Per consumer group, the wake-ups of its fetches sleeping with every partition paused. */
+const sleepers = new WeakMap<ConsumerGroup, Set<() => void>>()
+
+/** True when `group` has an unpaused partition led by `nodeId`, or when that cannot be told (the original then decides). */
+function fetchesFrom(group: ConsumerGroup, nodeId: number): boolean {
+  try {
+    return group.filterPartitionsByNode(nodeId, group.subscriptionState.active()).some((t) => t.partitions.length > 0)
+  } catch {
+    return true
+  }
+}
+
+function fixPausedFetch(): void {
+  const proto = kafkajs224<{ prototype: Partial<ConsumerGroup> }>('kafkajs/src/consumer/consumerGroup.js')?.prototype
+  if (proto === undefined || typeof proto.fetch !== 'function' || typeof proto.resume !== 'function') return
+  const fetch = proto.fetch
+  const resume = proto.resume
+  proto.fetch = async function fetchUnlessAllPaused(this: ConsumerGroup, nodeId: number): Promise<unknown[]> {
+    if (fetchesFrom(this, nodeId)) return fetch.call(this, nodeId)
+    try {
+      // The original's steps before it looks for something to fetch.
+      await this.cluster.refreshMetadataIfNecessary()
+      this.checkForStaleAssignment()
+      await this.seekOffsets(this.filterPartitionsByNode(nodeId, this.subscriptionState.assigned()))
+    } catch (err) {
+      await this.recoverFromFetch(err)
+      return []
+    }
+    if (fetchesFrom(this, nodeId)) return fetch.call(this, nodeId)
+    let wakes = sleepers.get(this)
+    if (wakes === undefined) sleepers.set(this, (wakes = new Set()))
+    const set = wakes
+    await new Promise<void>((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer)
+        set.delete(wake)
+        resolve()
+      }
+      const timer = setTimeout(wake, this.maxWaitTime)
+      set.add(wake)
+    })
+    return []
+  }
+  proto.resume = function resumeAndWake(this: ConsumerGroup, topicPartitions: unknown): void {
+    resume.call(this, topicPartitions)
+    const wakes = sleepers.get(this)
+    if (wakes !== undefined) for (const wake of [...wakes]) wake()
+  }
+}
+
+fixRequestQueue()
+fixPausedFetch()
