@@ -37,6 +37,12 @@ export interface AcquireOwnershipOptions {
    * follows can start downloading its newest snapshot meanwhile.
    */
   onWait?: (known: NonNullable<PartitionOwnership['known']>) => void
+  /**
+   * Called each time the watched claim object changed (the previous owner
+   * released it, or another acquirer took it), just before the attempt to
+   * take it: a prefetch can stop now, while that attempt's requests run.
+   */
+  onChange?: () => void
 }
 
 /**
@@ -95,6 +101,7 @@ export async function acquireOwnership(options: AcquireOwnershipOptions): Promis
         const interval = now - started < CLAIM_WATCH_FAST_MS ? CLAIM_WATCH_MS : CLAIM_WATCH_SLOW_MS
         await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(interval, deadline - now))))
       } while (seen !== undefined && performance.now() < deadline && !aborted(options.signal) && (await store.head(layout.claimKey))?.etag === seen)
+      if (seen !== undefined && performance.now() < deadline && !aborted(options.signal)) options.onChange?.()
     }
   }
 }

@@ -5,7 +5,7 @@ import type { KafkaMessage } from 'kafkajs'
 import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { decodeFailed } from '../../../src/store/codec.js'
 import { PartitionStore } from '../../../src/store/partition-store.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../../../src/snapshot/restore.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile } from '../../../src/snapshot/restore.js'
 import { prefetchSnapshot, type Prefetch } from '../../../src/snapshot/prefetch.js'
 import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
@@ -195,6 +195,7 @@ export class PartitionTask<V> {
     try {
       const snapshots = o.snapshots
       let prefetch: Prefetch | undefined
+      let stopped: Promise<ReusableFile[]> | undefined
       this.#ownership = await acquireOwnership({
         store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs,
         // While the previous owner takes its hand-off snapshot, the newest
@@ -211,6 +212,9 @@ export class PartitionTask<V> {
             downloadConcurrency: Math.min(PREFETCH_CONCURRENCY, o.downloadConcurrency ?? PREFETCH_CONCURRENCY),
           })
         },
+        // The claim changed, most likely released: the reads in flight end
+        // while the claim is taken (a GET and a conditional PUT), not after.
+        onChange: () => { stopped ??= prefetch?.stop() },
       }).catch(async (err: unknown) => {
         await prefetch?.dispose()
         throw err
@@ -218,7 +222,7 @@ export class PartitionTask<V> {
       phase('claimed')
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
-        const reuse = await prefetch?.stop()
+        const reuse = await (stopped ?? prefetch?.stop())
         if (reuse !== undefined) phase(`prefetched ${reuse.length} files`)
         restored = await restoreSnapshot({
           snapshotStore: snapshots.store,
