@@ -70,7 +70,7 @@ const rows: Array<[string, string, string, string]> = [
   ],
   [
     '`idle`',
-    `one process, ${num(idle, 'partitions')} assigned partitions (8 topics), caught up and idle, CPU over ${num(idle, 'seconds')} s, vs a plain kafkajs consumer of the same partitions; median of ${num(idle, 'rounds')} rounds`,
+    `one process, ${num(idle, 'partitions')} assigned partitions (8 topics), caught up and idle, CPU over ${num(idle, 'seconds')} s, vs a plain kafkajs consumer of the same partitions (in the same process, so with the kafkajs fixes too); median of ${num(idle, 'rounds')} rounds`,
     `${num(idle, 'idleCpuPercent')} % of a core (${num(idle, 'idleCpuPercentMin')}–${num(idle, 'idleCpuPercentMax')}) vs plain kafkajs ${num(idle, 'rawIdleCpuPercent')} %; ${num(idle, 'kafkaConnections')} Kafka connections`,
     `< 5 %: ${met(idleCpu < 5)}`,
   ],
