@@ -1,3 +1,4 @@
+import { TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
 import type { Transaction, ValueView } from '../store/transaction.js'
@@ -157,16 +158,19 @@ export class PartitionOutputs {
     checkPart(key, 'key')
     const value = record.value
     checkPart(value, 'value')
+    // The entry is put into the transaction as its commit begins, so a
+    // record appended after that would be lost without a word: refused here.
+    if (!tx.isOpen) throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', 'ctx.emit(): the batch of this event is committing or done; emit while the handler runs (before it returns, or before the promise it returns settles)')
     let chunk = this.#chunk
     if (chunk === undefined || chunk.tx !== tx || chunk.writer.byteLength >= MAX_CHUNK_BYTES) {
       const pending = { offset, records: 0, bytes: 0 }
       this.#uncommitted.push(pending)
-      chunk = this.#chunk = { tx, view: tx.value(OUTBOX_STATE), key: outboxKey(this.#o.topic, this.#o.partition, offset, index), writer: new OutboxChunkWriter(), pending }
+      const created: Chunk = { tx, view: tx.value(OUTBOX_STATE), key: outboxKey(this.#o.topic, this.#o.partition, offset, index), writer: new OutboxChunkWriter(), pending }
+      // Put once, whole, when the batch commits (at each attempt).
+      tx.beforeCommit(() => { created.view.put(created.key, created.writer.bytes()) })
+      chunk = this.#chunk = created
     }
     const bytes = chunk.writer.append(id, topic, partition, key, value, names, headers)
-    // The entry as it now stands replaces the one put before: the transaction
-    // commits the last, holding every record of this batch.
-    chunk.view.put(chunk.key, chunk.writer.bytes())
     chunk.pending.offset = offset
     chunk.pending.records++
     chunk.pending.bytes += bytes

@@ -166,6 +166,8 @@ export class Transaction {
   #after: Transaction | undefined
   /** The latest commit attempt. */
   #committed: Promise<void> | undefined
+  /** beforeCommit() callbacks, in the order given. */
+  #beforeCommit: Array<() => void> | undefined
   /** The state whose view was asked for last, and that view: a handler asks for its view on every event. */
   #lastDef: StateDefinition | undefined
   #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
@@ -186,6 +188,20 @@ export class Transaction {
 
   get isOpen(): boolean {
     return this.#state === 'open'
+  }
+
+  /**
+   * @internal Runs `fn` when a commit of this transaction begins, before its
+   * writes are taken, at each attempt (a refused commit keeps it for the
+   * next); an abort or a commit that succeeded drops it. For a write that is
+   * complete only with the batch: the outbox entry that a batch's emits
+   * append to is put once here instead of again at every emit (each put of
+   * the growing entry cost about 0.9 us of CPU per emitted record: 6.2 us
+   * per event of a word count emitting one record each, 5.3 without).
+   */
+  beforeCommit(fn: () => void): void {
+    this.#checkOpen()
+    ;(this.#beforeCommit ??= []).push(fn)
   }
 
   value<V, K extends string | Uint8Array>(def: ValueState<V, K>): ValueView<V, K> {
@@ -326,6 +342,7 @@ export class Transaction {
   #start(position: Position | readonly Position[] | undefined, options: CommitOptions): Promise<void> {
     try {
       this.#checkOpen()
+      if (this.#beforeCommit !== undefined) for (const fn of this.#beforeCommit) fn()
     } catch (err) {
       return Promise.reject(err)
     }
@@ -561,6 +578,7 @@ export class Transaction {
   }
 
   #clearWrites(): void {
+    this.#beforeCommit = undefined
     this.#writes.clear()
     for (const index of this.#indexes) index.clear()
   }

@@ -52,6 +52,33 @@ describe('outbox', () => {
     await log.close()
   })
 
+  it('an emit kept past its batch (a handler\'s closure called later) is refused with TIDEMARK_TRANSACTION_CLOSED, and what the batch emitted commits whole', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 30)
+    const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+    let kept: ((record: { topic: string; value: string }) => string) | undefined
+    const p = counter(dir, log, { sink }, {
+      // Three records per event: the outbox entry of a batch grows with each.
+      handler: (_tx, { word }, ctx) => {
+        for (let i = 0; i < 3; i++) ctx.emit({ topic: 'counts', key: word, value: `${word}-${i}` })
+        kept = ctx.emit
+      },
+    })
+    await p.start()
+    expect(await p.catchUp()).toBe(30)
+    expect(() => kept!({ topic: 'counts', value: 'late' })).toThrow(expect.objectContaining({ code: 'TIDEMARK_TRANSACTION_CLOSED' }))
+    await p.flushOutputs()
+    await p.close()
+    await sink.close()
+    const out = await openFileLog(join(dir, 'out', 'counts'))
+    const codec = outboxRecordCodec()
+    const ids: string[] = []
+    for await (const e of out.read(0n)) ids.push(codec.decode(e.data).id)
+    expect(ids).toEqual(Array.from({ length: 90 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(Math.floor(i / 3)), index: i % 3 })))
+    await out.close()
+    await log.close()
+  })
+
   it('a record exists if and only if its batch committed: a failed commit and a failed handler leave none of theirs', async () => {
     const dir = tempDir()
     const log = await wordLog(join(dir, 'log'), 300)

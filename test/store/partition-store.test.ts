@@ -93,6 +93,44 @@ describe('transactions', () => {
     expect(store.position(T, 0)).toBe(0n)
   })
 
+  it('beforeCommit() runs as each commit attempt begins, its writes commit with the batch, and an abort or a success drops it', async () => {
+    const store = await openStore({ path: tempDir() })
+    const tx = store.transaction()
+    let runs = 0
+    let value = 1
+    tx.beforeCommit(() => {
+      runs++
+      tx.value(counts).put('late', value)
+    })
+    const restore = interceptNextBatchWrite(() => Promise.reject(new Error('injected: disk full')))
+    try {
+      await expect(tx.commit({ topic: T, partition: 0, offset: 0n })).rejects.toMatchObject({ code: 'TIDEMARK_COMMIT_FAILED' })
+    } finally {
+      restore()
+    }
+    expect(runs).toBe(1)
+    // The retry runs it again: what it puts is what holds as that attempt begins.
+    value = 2
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    expect(runs).toBe(2)
+    expect(await store.transaction().value(counts).get('late')).toBe(2)
+    expect(() => tx.beforeCommit(() => undefined)).toThrow(expect.objectContaining({ code: 'TIDEMARK_TRANSACTION_CLOSED' }))
+    const aborted = store.transaction()
+    aborted.beforeCommit(() => { throw new Error('must not run') })
+    aborted.abort()
+    const next = store.transaction()
+    next.value(counts).put('b', 1)
+    await next.commit({ topic: T, partition: 0, offset: 1n })
+    // A callback that throws refuses the commit and leaves the transaction open.
+    const failing = store.transaction()
+    failing.value(counts).put('c', 1)
+    failing.beforeCommit(() => { throw new Error('not ready') })
+    await expect(failing.commit({ topic: T, partition: 0, offset: 2n })).rejects.toThrow('not ready')
+    expect(failing.isOpen).toBe(true)
+    expect(await store.transaction().value(counts).get('c')).toBeUndefined()
+    expect(store.position(T, 0)).toBe(1n)
+  })
+
   it('deletes are visible in the transaction and committed', async () => {
     const store = await openStore({ path: tempDir() })
     const tx = store.transaction()
