@@ -118,17 +118,16 @@ function fixPausedFetch(): void {
       return []
     }
     if (fetchesFrom(this, nodeId)) return fetch.call(this, nodeId)
-    let wakes = sleepers.get(this)
-    if (wakes === undefined) sleepers.set(this, (wakes = new Set()))
-    const set = wakes
+    const wakes = sleepers.get(this) ?? new Set()
+    sleepers.set(this, wakes)
     await new Promise<void>((resolve) => {
       const wake = (): void => {
         clearTimeout(timer)
-        set.delete(wake)
+        wakes.delete(wake)
         resolve()
       }
       const timer = setTimeout(wake, this.maxWaitTime)
-      set.add(wake)
+      wakes.add(wake)
     })
     return []
   }

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore, openFileLog, PartitionStore } from '../../src/index.js'
-import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxKey, outboxRecordCodec, parseRecordId, readOutbox, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
+import { DEDUPE_STATE, fileLogSink, formatRecordId, OUTBOX_STATE, outboxKey, outboxRecordCodec, parseRecordId, readOutbox, type OutboxRecord, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { decodeOutboxChunk, outboxRecordBytes } from '../../src/outputs/record.js'
 import { consumerOptions, openProducer, produceWords, type WordEvent } from '../kafka-consumer/fixture.js'
 import { kafkaService } from '../helpers/services.js'
@@ -14,6 +14,16 @@ const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promis
 const stalled = (): OutputsOptions => ({ sink: stalledSink(), closeTimeoutMs: 1 })
 
 /** Per record the outbox holds, in outbox order: its outbox key and its bytes (an entry holds a transaction's records; how they group is no part of the comparison). */
+/** The records a fileLogSink in `dir` delivered to topic `counts`, in order. */
+async function delivered(dir: string): Promise<OutboxRecord[]> {
+  const out = await openFileLog(join(dir, 'out', 'counts'))
+  const codec = outboxRecordCodec()
+  const records: OutboxRecord[] = []
+  for await (const e of out.read(0n)) records.push(codec.decode(e.data))
+  await out.close()
+  return records
+}
+
 async function outboxOf(path: string): Promise<Buffer[]> {
   const store = await PartitionStore.open({ path, states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
   const out: Buffer[] = []
@@ -39,16 +49,9 @@ describe('outbox', () => {
     expect(await readOutbox(p.store)).toEqual([])
     await p.close()
     await sink.close()
-    const out = await openFileLog(join(dir, 'out', 'counts'))
-    const codec = outboxRecordCodec()
-    const ids: string[] = []
-    for await (const e of out.read(0n)) {
-      const r = codec.decode(e.data)
-      ids.push(r.id)
-      expect(r.headers['tidemark-id']!.toString()).toBe(r.id)
-    }
-    expect(ids).toEqual(Array.from({ length: 500 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(i), index: 0 })))
-    await out.close()
+    const records = await delivered(dir)
+    for (const r of records) expect(r.headers['tidemark-id']!.toString()).toBe(r.id)
+    expect(records.map((r) => r.id)).toEqual(Array.from({ length: 500 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(i), index: 0 })))
     await log.close()
   })
 
@@ -70,12 +73,7 @@ describe('outbox', () => {
     await p.flushOutputs()
     await p.close()
     await sink.close()
-    const out = await openFileLog(join(dir, 'out', 'counts'))
-    const codec = outboxRecordCodec()
-    const ids: string[] = []
-    for await (const e of out.read(0n)) ids.push(codec.decode(e.data).id)
-    expect(ids).toEqual(Array.from({ length: 90 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(Math.floor(i / 3)), index: i % 3 })))
-    await out.close()
+    expect((await delivered(dir)).map((r) => r.id)).toEqual(Array.from({ length: 90 }, (_, i) => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset: BigInt(Math.floor(i / 3)), index: i % 3 })))
     await log.close()
   })
 
@@ -188,16 +186,9 @@ describe('outbox', () => {
     await p.flushOutputs()
     await p.close()
     await sink.close()
-    const out = await openFileLog(join(dir, 'out', 'counts'))
-    const codec = outboxRecordCodec()
-    const got: string[] = []
-    for await (const e of out.read(0n)) {
-      const r = codec.decode(e.data)
-      got.push(`${r.id} ${r.value!.toString()}`)
-    }
+    const got = (await delivered(dir)).map((r) => `${r.id} ${r.value!.toString()}`)
     const id = (offset: bigint, index: number): string => formatRecordId({ job: 'counter', topic: 'words', partition: 0, offset, index })
     expect(got).toEqual([0n, 1n, 2n].flatMap((o) => [`${id(o, 0)} words/0@${o}`, `${id(o, 1)} second`]))
-    await out.close()
     await log.close()
   })
 

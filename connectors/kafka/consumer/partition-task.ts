@@ -5,7 +5,7 @@ import type { KafkaMessage } from 'kafkajs'
 import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { decodeFailed } from '../../../src/store/codec.js'
 import { PartitionStore } from '../../../src/store/partition-store.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile } from '../../../src/snapshot/restore.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../../../src/snapshot/restore.js'
 import { prefetchSnapshot, type Prefetch } from '../../../src/snapshot/prefetch.js'
 import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
@@ -195,7 +195,6 @@ export class PartitionTask<V> {
     try {
       const snapshots = o.snapshots
       let prefetch: Prefetch | undefined
-      let stopped: Promise<ReusableFile[]> | undefined
       this.#ownership = await acquireOwnership({
         store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs,
         // While the previous owner takes its hand-off snapshot, the newest
@@ -214,7 +213,8 @@ export class PartitionTask<V> {
         },
         // The claim changed, most likely released: the reads in flight end
         // while the claim is taken (a GET and a conditional PUT), not after.
-        onChange: () => { stopped ??= prefetch?.stop() },
+        // (stop() is idempotent: the restore's call below waits for the same reads.)
+        onChange: () => { void prefetch?.stop() },
       }).catch(async (err: unknown) => {
         await prefetch?.dispose()
         throw err
@@ -222,7 +222,7 @@ export class PartitionTask<V> {
       phase('claimed')
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
-        const reuse = await (stopped ?? prefetch?.stop())
+        const reuse = await prefetch?.stop()
         if (reuse !== undefined) phase(`prefetched ${reuse.length} files`)
         restored = await restoreSnapshot({
           snapshotStore: snapshots.store,
