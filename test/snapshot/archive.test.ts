@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
@@ -48,6 +48,31 @@ describe('data objects', () => {
       entry.resume()
     }
     expect(names).toEqual(files.map((f) => f.name))
+  })
+
+  // What bounds a snapshot's memory (16 partitions uploading at once held
+  // four files each): a file is read only when the consumer has taken the
+  // one before it, so a file rewritten meanwhile is packed as it is then.
+  it('reads a file only once the consumer has taken the previous one', async () => {
+    const dir = tempDir()
+    const files = await Promise.all(['a', 'b'].map(async (name) => {
+      const path = join(dir, `${name}.ldb`)
+      await writeFile(path, Buffer.alloc(1024 * 1024, name))
+      return { name: `${name}.ldb`, path, size: 1024 * 1024 }
+    }))
+    const { stream, entries } = packFiles(files)
+    const chunks = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>
+    const first = await chunks.next()
+    expect(first.done).toBe(false)
+    // The consumer holds the first chunk (a's header): b is not read yet.
+    const later = Buffer.alloc(1024 * 1024, 'z')
+    await writeFile(files[1]!.path, later)
+    const rest: Buffer[] = [first.value as Buffer]
+    for (let c = await chunks.next(); c.done !== true; c = await chunks.next()) rest.push(c.value)
+    const archive = Buffer.concat(rest)
+    const packed = await entries
+    expect(archive.subarray(packed[1]!.offset, packed[1]!.offset + packed[1]!.size).equals(later)).toBe(true)
+    expect(packed[1]!.sha256).toBe(createHash('sha256').update(later).digest('hex'))
   })
 })
 
