@@ -180,7 +180,12 @@ export class FileLog extends AbstractRevisionedLog {
   readonly options: Readonly<Required<FileLogOptions>>
   #core: { core: LogCore; detach(): Promise<void> } | undefined
   /** This handle's appends and truncations in flight, which its close waits for. */
-  readonly #pending = new Set<Promise<unknown>>()
+  #inFlight = 0
+  #drained: (() => void) | undefined
+  /** One handler for every operation that settles: a Set entry and a closure per append were a visible share of a fileLogSink's delivery. */
+  readonly #settled = (): void => {
+    if (--this.#inFlight === 0) this.#drained?.()
+  }
 
   constructor(dir: string, options: FileLogOptions = {}) {
     super()
@@ -238,14 +243,14 @@ export class FileLog extends AbstractRevisionedLog {
 
   protected async _close(): Promise<void> {
     // Appends already called finish (or fail) before the files close.
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending])
+    while (this.#inFlight > 0) await new Promise<void>((resolve) => { this.#drained = resolve })
+    this.#drained = undefined
     await this.#core?.detach()
   }
 
   #track<T>(work: Promise<T>): Promise<T> {
-    this.#pending.add(work)
-    const done = (): void => void this.#pending.delete(work)
-    work.then(done, done)
+    this.#inFlight += 1
+    work.then(this.#settled, this.#settled)
     return work
   }
 

@@ -45,33 +45,42 @@ export function encodeOutboxRecord(r: OutboxRecord): Buffer {
 /** The inverse of encodeOutboxRecord; throws an Error naming what is wrong (callers wrap it as a decode failure). */
 export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
   const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  return new RecordReader(b, 0, b.length).record()
+  return new RecordReader(b).record(0, b.length)
 }
 
 /**
  * Reads one record in b[at, end). A class rather than closures inside the
  * decode: the publisher decodes every delivered record, and a closure per
- * field per record was a measurable share of delivery.
+ * field per record was a measurable share of delivery. One reader decodes a
+ * whole outbox entry, whose records mostly share their topic and header
+ * names: a text equal to the one read before is returned as that string.
  */
 class RecordReader {
-  constructor(
-    readonly b: Buffer,
-    public at: number,
-    readonly end: number,
-  ) {}
+  at = 0
+  end = 0
+  /** The last texts read and where their bytes are in `b`: reused when the same bytes come again. */
+  readonly #seen: Array<{ at: number; n: number; text: string }> = []
+
+  constructor(readonly b: Buffer) {}
 
   need(n: number): void {
     if (this.at + n > this.end) throw new Error(`output record truncated at byte ${this.at} (needs ${n} more of ${this.end})`)
   }
 
-  text(): string {
+  /** u16 length + UTF-8 text; `slot` picks the text it is likely equal to (topic 0, header names 1+). */
+  text(slot: number): string {
     this.need(2)
-    const n = this.b.readUInt16BE(this.at)
+    const b = this.b
+    const n = b.readUInt16BE(this.at)
     this.at += 2
     this.need(n)
-    const s = this.b.toString('utf8', this.at, this.at + n)
+    const at = this.at
     this.at += n
-    return s
+    const seen = this.#seen[slot]
+    if (seen !== undefined && seen.n === n && sameBytes(b, seen.at, at, n)) return seen.text
+    const text = b.toString('utf8', at, at + n)
+    if (n <= MAX_REUSED_TEXT) this.#seen[slot] = { at, n, text }
+    return text
   }
 
   part(): Buffer | null {
@@ -86,14 +95,22 @@ class RecordReader {
     return s
   }
 
-  record(): OutboxRecord {
+  /** The record in b[at, end). */
+  record(at: number, end: number): OutboxRecord {
+    this.at = at
+    this.end = end
     const b = this.b
-    const start = this.at
     this.need(4)
-    if (b.compare(MAGIC, 0, 4, start, start + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
+    if (b.compare(MAGIC, 0, 4, at, at + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
     this.at += 4
-    const id = this.text()
-    const topic = this.text()
+    // The id is unique per record: nothing to reuse.
+    this.need(2)
+    const idLength = b.readUInt16BE(this.at)
+    this.at += 2
+    this.need(idLength)
+    const id = b.toString('utf8', this.at, this.at + idLength)
+    this.at += idLength
+    const topic = this.text(0)
     this.need(4)
     const partition = b.readInt32BE(this.at)
     this.at += 4
@@ -104,7 +121,7 @@ class RecordReader {
     this.at += 2
     const headers: Record<string, Buffer> = {}
     for (let i = 0; i < count; i++) {
-      const name = this.text()
+      const name = this.text(1 + i)
       this.need(4)
       const n = b.readUInt32BE(this.at)
       this.at += 4
@@ -112,23 +129,49 @@ class RecordReader {
       headers[name] = b.subarray(this.at, this.at + n)
       this.at += n
     }
-    if (this.at !== this.end) throw new Error(`${this.end - this.at} trailing bytes after the output record`)
-    const record: OutboxRecord = { id, topic, partition, key, value, headers }
-    ENCODED.set(record, b.subarray(start, this.end))
-    return record
+    if (this.at !== end) throw new Error(`${end - this.at} trailing bytes after the output record`)
+    return new DecodedRecord(id, topic, partition, key, value, headers, b.subarray(at, end))
   }
 }
 
+/** Texts up to this many bytes are compared with the last one of their slot before being decoded. */
+const MAX_REUSED_TEXT = 64
+
+function sameBytes(b: Buffer, x: number, y: number, n: number): boolean {
+  for (let i = 0; i < n; i++) if (b[x + i] !== b[y + i]) return false
+  return true
+}
+
 /**
- * The bytes a decoded record was read from, so that a sink writing the binary
- * form (fileLogSink) appends them instead of encoding the record again. Keyed
- * by the object: a copy ({ ...record, topic }) is encoded afresh.
+ * A decoded record: plain fields, and the bytes it was read from, so that a
+ * sink writing the binary form (fileLogSink) appends them instead of
+ * encoding the record again. In a private field, which a copy
+ * ({ ...record, topic }) does not take: a copy is encoded afresh. (A
+ * WeakMap from record to bytes did the same at twice the cost.)
  */
-const ENCODED = new WeakMap<OutboxRecord, Buffer>()
+class DecodedRecord implements OutboxRecord {
+  readonly #bytes: Buffer
+
+  constructor(
+    readonly id: string,
+    readonly topic: string,
+    readonly partition: number,
+    readonly key: Buffer | null,
+    readonly value: Buffer | null,
+    readonly headers: Record<string, Buffer>,
+    bytes: Buffer,
+  ) {
+    this.#bytes = bytes
+  }
+
+  static bytesOf(r: OutboxRecord): Buffer | undefined {
+    return #bytes in r ? r.#bytes : undefined
+  }
+}
 
 /** encodeOutboxRecord(r), or the bytes `r` was decoded from (the same bytes). */
 export function outboxRecordBytes(r: OutboxRecord): Buffer {
-  return ENCODED.get(r) ?? encodeOutboxRecord(r)
+  return DecodedRecord.bytesOf(r) ?? encodeOutboxRecord(r)
 }
 
 /**
@@ -160,13 +203,14 @@ export function decodeOutboxChunk(bytes: Uint8Array): OutboxChunk {
   const count = b.readUInt32BE(4)
   const records: OutboxRecord[] = []
   const starts: number[] = []
+  const reader = new RecordReader(b)
   let at = CHUNK_HEADER_BYTES
   for (let i = 0; i < count; i++) {
     if (at + 4 > b.length) throw new Error(`outbox entry truncated at record ${i} of ${count}`)
     const n = b.readUInt32BE(at)
     if (at + 4 + n > b.length) throw new Error(`outbox entry truncated in record ${i} of ${count}`)
     starts.push(at)
-    records.push(new RecordReader(b, at + 4, at + 4 + n).record())
+    records.push(reader.record(at + 4, at + 4 + n))
     at += 4 + n
   }
   if (at !== b.length) throw new Error(`${b.length - at} trailing bytes after the outbox entry's ${count} records`)
@@ -235,7 +279,9 @@ export class OutboxChunkWriter {
     const start = this.#used
     let at = start + 4
     at += MAGIC.copy(b, at)
+    const idAt = at + 2
     at = writeText(b, at, id)
+    const idEnd = at
     at = writeText(b, at, topic)
     at = b.writeInt32BE(partition, at)
     at = writePart(b, at, key)
@@ -249,7 +295,10 @@ export class OutboxChunkWriter {
     }
     at = b.writeUInt16BE(ID_HEADER.length, at)
     at += ID_HEADER.copy(b, at)
-    at = writeBytes(b, at, id)
+    // The id's bytes again, copied from where they were just written.
+    at = b.writeUInt32BE(idEnd - idAt, at)
+    b.copyWithin(at, idAt, idEnd)
+    at += idEnd - idAt
     b.writeUInt32BE(at - start - 4, start)
     this.#used = at
     this.#count++
@@ -270,16 +319,36 @@ function sizeBound(v: string | Uint8Array | null): number {
   return v === null ? 0 : typeof v === 'string' ? 3 * v.length : v.byteLength
 }
 
+/**
+ * Writes `s` as UTF-8 at `at` (room checked by the caller); returns the
+ * bytes written. Short ASCII text (an emit's topic, key, value and id are
+ * mostly that) is copied a character at a time: Buffer.write's call into
+ * C++ cost more than the copy itself, five times per emitted record.
+ */
+function utf8Into(b: Buffer, at: number, s: string): number {
+  const n = s.length
+  if (n > SHORT_TEXT) return b.write(s, at, 'utf8')
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) return b.write(s, at, 'utf8')
+    b[at + i] = c
+  }
+  return n
+}
+
+/** Text up to this many UTF-16 units goes through utf8Into's loop. */
+const SHORT_TEXT = 48
+
 /** u16 length + UTF-8 text. */
 function writeText(b: Buffer, at: number, s: string): number {
-  const n = b.write(s, at + 2, 'utf8')
+  const n = utf8Into(b, at + 2, s)
   b.writeUInt16BE(n, at)
   return at + 2 + n
 }
 
 /** u32 length + bytes (a string as UTF-8). */
 function writeBytes(b: Buffer, at: number, v: string | Uint8Array): number {
-  const n = typeof v === 'string' ? b.write(v, at + 4, 'utf8') : copyInto(b, at + 4, v)
+  const n = typeof v === 'string' ? utf8Into(b, at + 4, v) : copyInto(b, at + 4, v)
   b.writeUInt32BE(n, at)
   return at + 4 + n
 }
@@ -287,7 +356,7 @@ function writeBytes(b: Buffer, at: number, v: string | Uint8Array): number {
 /** i32 length (-1: null) + bytes. */
 function writePart(b: Buffer, at: number, v: string | Uint8Array | null): number {
   if (v === null) return b.writeInt32BE(-1, at)
-  const n = typeof v === 'string' ? b.write(v, at + 4, 'utf8') : copyInto(b, at + 4, v)
+  const n = typeof v === 'string' ? utf8Into(b, at + 4, v) : copyInto(b, at + 4, v)
   b.writeInt32BE(n, at)
   return at + 4 + n
 }

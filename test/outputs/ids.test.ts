@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { decodeOutboxRecord, encodeOutboxRecord, formatRecordId, outboxKey, parseRecordId } from '../../src/outputs/index.js'
+import { decodeOutboxChunk, OutboxChunkWriter } from '../../src/outputs/record.js'
 
 describe('record ids', () => {
   it('have one documented text per id, escape job and topic, and parse back', () => {
@@ -54,6 +55,31 @@ describe('record ids', () => {
     expect(decodeOutboxRecord(encodeOutboxRecord(tomb))).toEqual(tomb)
     expect(() => decodeOutboxRecord(Buffer.concat([bytes, Buffer.from([0])]))).toThrow(/trailing/)
     expect(() => decodeOutboxRecord(bytes.subarray(0, bytes.length - 1))).toThrow(/truncated/)
+  })
+
+  // The writer encodes in place (short ASCII text a character at a time,
+  // the rest through Buffer.write): each record must be the bytes of
+  // encodeOutboxRecord, whatever its text.
+  it('outbox entries hold each record as encodeOutboxRecord writes it, for any text', () => {
+    const texts = ['', 'w-1', 'x'.repeat(48), 'y'.repeat(49), 'caf\u00e9', '\u{1F600} emoji', 'z'.repeat(47) + '\u00e9', 'ascii then \u4e2d\u6587', 'long '.repeat(40)]
+    const writer = new OutboxChunkWriter(256)
+    const expected: Buffer[] = []
+    for (const [i, text] of texts.entries()) {
+      const id = `tm1:j\u00e9:${text.length > 10 ? 'long' : 's'}:0:${i}:0`
+      const headers = { h: text, b: Buffer.from([0, 255]) }
+      writer.append(id, text === '' ? 't' : text.replace(/ /g, '-'), i - 1, i % 3 === 0 ? null : text, i % 2 === 0 ? Buffer.from(text) : text, ['h', 'b'], headers)
+      expected.push(encodeOutboxRecord({
+        id, topic: text === '' ? 't' : text.replace(/ /g, '-'), partition: i - 1, key: i % 3 === 0 ? null : Buffer.from(text), value: Buffer.from(text),
+        headers: { h: Buffer.from(text), b: Buffer.from([0, 255]), 'tidemark-id': Buffer.from(id) },
+      }))
+    }
+    const chunk = decodeOutboxChunk(writer.bytes())
+    expect(chunk.records.length).toBe(texts.length)
+    for (const [i, r] of chunk.records.entries()) {
+      const framed = writer.bytes().subarray(chunk.starts[i]! + 4, chunk.starts[i + 1]!)
+      expect(framed.equals(expected[i]!), texts[i]).toBe(true)
+      expect(r).toEqual(decodeOutboxRecord(expected[i]!))
+    }
   })
 
   it('outbox keys sort in (source partition, offset, index) order', () => {
