@@ -48,13 +48,18 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
     validateTopic,
     async send(records: readonly OutboxRecord[]): Promise<void> {
       if (closed) throw new Error('the file-log sink is closed')
-      // Opened first, then appended without awaiting each: the file log
-      // commits appends made together as one group (one write, one flush),
-      // in call order.
-      const logs = new Map<string, FileLog>()
-      for (const r of records) if (!logs.has(r.topic)) logs.set(r.topic, await open(r.topic))
-      // A record read from the outbox is appended as the bytes it was read from.
-      await Promise.all(records.map((r) => logs.get(r.topic)!.append(outboxRecordBytes(r))))
+      // Opened first, then appended together: the file log commits appends
+      // made together as one group (one write, one flush), in call order.
+      const byTopic = new Map<string, Uint8Array[]>()
+      for (const r of records) {
+        let entries = byTopic.get(r.topic)
+        if (entries === undefined) byTopic.set(r.topic, (entries = []))
+        // A record read from the outbox is appended as the bytes it was read from.
+        entries.push(outboxRecordBytes(r))
+      }
+      const logs: Array<[FileLog, Uint8Array[]]> = []
+      for (const [topic, entries] of byTopic) logs.push([await open(topic), entries])
+      await Promise.all(logs.map(([log, entries]) => log.appendAll(entries)))
     },
     async close(): Promise<void> {
       closed = true

@@ -472,6 +472,44 @@ describe('file log: group commit', () => {
     await log.close()
   })
 
+  // fileLogSink's way to append a delivery batch: as that many appends made
+  // together, in call order with appends around it, one promise for all.
+  it('appendAll joins the groups of appends made with it, in call order, and answers with the last revision', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir)
+    const flushes = await countFlushes()
+    const batch = Array.from({ length: 12_000 }, (_, i) => entry(i + 1))
+    const [first, last, after] = await Promise.all([log.append(entry(0)), log.appendAll(batch), log.append(entry(12_001))])
+    expect([first, last, after]).toEqual([0n, 12_000n, 12_001n])
+    // 12 002 entries in one tick: the 10 000-entry cap makes two groups, as separate appends would.
+    expect(flushes.count).toBe(2)
+    const entries = await readAll(log)
+    expect(entries).toHaveLength(12_002)
+    for (const [i, e] of entries.entries()) expect(Buffer.from(e.data).equals(entry(i))).toBe(true)
+    await expect(log.appendAll([])).rejects.toThrow(TypeError)
+    await expect(log.appendAll([Buffer.from('a'), 'b' as unknown as Uint8Array])).rejects.toThrow(/every entry must be a Uint8Array/)
+    await expect(log.appendAll([Buffer.alloc(FILE_LOG_DEFAULTS.maxRecordBytes + 1)])).rejects.toThrow(RangeError)
+    // Nothing of a refused batch was written.
+    expect(await log.tail()).toBe(12_002n)
+    await log.close()
+    await expect(log.appendAll([Buffer.from('late')])).rejects.toMatchObject({ code: 'TIDEMARK_LOG_CLOSED' })
+  })
+
+  it('appendAll rejects with a failed write and keeps what a first group wrote', async () => {
+    const dir = tempDir()
+    const log = await openFileLog(dir, SMALL)
+    let writes = 0
+    await onFileHandle('write', (original, args) => {
+      writes++
+      return writes === 2 ? Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' })) : original(...args)
+    })
+    // As above: four 1 KiB records fill the first segment, the write to the second one fails.
+    await expect(log.appendAll(Array.from({ length: 6 }, (_, i) => Buffer.alloc(1000, i)))).rejects.toMatchObject({ code: 'TIDEMARK_LOG_UNAVAILABLE' })
+    expect(await log.appendAll([Buffer.alloc(1000, 9)])).toBe(4n)
+    expect((await readAll(log)).map((e) => e.data[0])).toEqual([0, 1, 2, 3, 9])
+    await log.close()
+  })
+
   it('keeps call order around truncate: an append after it does not join the group before it', async () => {
     const dir = tempDir()
     const log = await openFileLog(dir, SMALL)
