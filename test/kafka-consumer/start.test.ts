@@ -1,3 +1,5 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted, type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
 import { isTidemarkError } from '../../src/errors.js'
@@ -80,6 +82,29 @@ describe('StatefulConsumer: where a partition starts', () => {
     const later = await produceWords(producer, topic, [2], 5, 100, 9)
     await committedThrough([c], later)
     expect(await readState(c.store(topic, 2)!)).toEqual(fold(later))
+  })
+
+  // A process killed while it prefetched leaves <stateDir>/<topic>-<partition>.prefetch
+  // behind (up to a whole snapshot); the next owner of that partition in that
+  // directory removes it, and nothing else.
+  it("removes a killed process's prefetch directory of a partition it starts, and nothing else", async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-prefetch-left')
+    await produceWords(producer, topic, [0, 1, 2, 3], 8)
+    const stateDir = tempDir()
+    const left = join(stateDir, `${topic}-1.prefetch`)
+    mkdirSync(left)
+    writeFileSync(join(left, '000005.ldb'), Buffer.alloc(4096, 1))
+    const unrelated = join(stateDir, `${topic}-1.prefetch-not-ours`)
+    writeFileSync(unrelated, 'keep')
+    const c = consumer(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir }))
+    const s = started(c, 1)
+    await c.start()
+    await s
+    expect(existsSync(left)).toBe(false)
+    expect(readFileSync(unrelated, 'utf8')).toBe('keep')
   })
 })
 

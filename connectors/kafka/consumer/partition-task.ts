@@ -220,6 +220,10 @@ export class PartitionTask<V> {
         throw err
       })
       phase('claimed')
+      // A prefetch directory that no prefetch of ours uses is a killed
+      // process's: removed now that the partition is ours (it holds up to a
+      // whole snapshot, and nothing else would ever remove it).
+      if (prefetch === undefined) await rm(`${this.path}.prefetch`, { recursive: true, force: true })
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
         const reuse = await prefetch?.stop()
