@@ -320,6 +320,15 @@ async function countFlushes(): Promise<{ count: number }> {
 
 const entry = (i: number, size = 20 + ((i * 37) % 180)): Buffer => Buffer.alloc(size, i % 251)
 
+/** The test's second FileHandle write fails with EIO; the others go through. */
+async function failSecondWrite(): Promise<void> {
+  let writes = 0
+  await onFileHandle('write', (original, args) => {
+    writes++
+    return writes === 2 ? Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' })) : original(...args)
+  })
+}
+
 describe('file log: group commit', () => {
   it('concurrent appends form groups, get consecutive revisions in call order, and read back exactly', async () => {
     const dir = tempDir()
@@ -457,11 +466,7 @@ describe('file log: group commit', () => {
   it('a group that fails in its second segment acknowledges the records written in the first', async () => {
     const dir = tempDir()
     const log = await openFileLog(dir, SMALL)
-    let writes = 0
-    await onFileHandle('write', (original, args) => {
-      writes++
-      return writes === 2 ? Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' })) : original(...args)
-    })
+    await failSecondWrite()
     // 1 KiB records: four fill the first segment, the fifth goes to the second one.
     const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => log.append(Buffer.alloc(1000, i))))
     expect(results.slice(0, 4)).toEqual([0n, 1n, 2n, 3n].map((value) => ({ status: 'fulfilled', value })))
@@ -498,11 +503,7 @@ describe('file log: group commit', () => {
   it('appendAll rejects with a failed write and keeps what a first group wrote', async () => {
     const dir = tempDir()
     const log = await openFileLog(dir, SMALL)
-    let writes = 0
-    await onFileHandle('write', (original, args) => {
-      writes++
-      return writes === 2 ? Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' })) : original(...args)
-    })
+    await failSecondWrite()
     // As above: four 1 KiB records fill the first segment, the write to the second one fails.
     await expect(log.appendAll(Array.from({ length: 6 }, (_, i) => Buffer.alloc(1000, i)))).rejects.toMatchObject({ code: 'TIDEMARK_LOG_UNAVAILABLE' })
     expect(await log.appendAll([Buffer.alloc(1000, 9)])).toBe(4n)
