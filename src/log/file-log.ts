@@ -472,11 +472,16 @@ class LogCore {
       if (data.byteLength > this.options.maxRecordBytes) throw new RangeError(`an entry is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
     }
     return new Promise((resolve, reject) => {
-      // Two callbacks for all the entries, not a promise each.
+      // Two callbacks for all the entries, not a promise each. The groups
+      // are answered as their flushes end, which need not be in order: the
+      // answer is the highest revision, the last entry's, not the last one
+      // answered.
       let left = entries.length
       let failed = false
+      let last = -1n
       const done = (revision: bigint | undefined): void => {
-        if (--left === 0 && !failed) resolve(revision!)
+        if (revision! > last) last = revision!
+        if (--left === 0 && !failed) resolve(last)
       }
       const fail = (error: unknown): void => {
         if (failed) return

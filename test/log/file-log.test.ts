@@ -483,6 +483,20 @@ describe('file log: group commit', () => {
     const dir = tempDir()
     const log = await openFileLog(dir)
     const flushes = await countFlushes()
+    // The first group's flush ends after the second's, so the second group
+    // is answered first: the answer is still the last entry's revision.
+    let secondFlushed!: () => void
+    const second = new Promise<void>((resolve) => { secondFlushed = resolve })
+    let syncs = 0
+    await onFileHandle('datasync', async (original, args) => {
+      if (++syncs === 1) {
+        await second
+        return original(...args)
+      }
+      const result = await original(...args)
+      secondFlushed()
+      return result
+    })
     const batch = Array.from({ length: 12_000 }, (_, i) => entry(i + 1))
     const [first, last, after] = await Promise.all([log.append(entry(0)), log.appendAll(batch), log.append(entry(12_001))])
     expect([first, last, after]).toEqual([0n, 12_000n, 12_001n])
