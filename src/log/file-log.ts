@@ -453,24 +453,13 @@ class LogCore {
 
   /** An append, or with `expected` a conditional one. */
   append(data: Uint8Array, expected: bigint | undefined): Promise<bigint | undefined> {
-    if (data.byteLength > this.options.maxRecordBytes) {
-      throw new RangeError(`data is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
-    }
-    const size = RECORD_HEADER_BYTES + data.byteLength
-    let group = this.#forming
-    if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) group = this.#newGroup()
-    const joined = group
-    joined.bytes += size
-    return new Promise((resolve, reject) => {
-      joined.entries.push({ data, expected, resolve, reject })
-    })
+    this.#checkSize(data)
+    return new Promise((resolve, reject) => this.#join({ data, expected, resolve, reject }))
   }
 
   /** Unconditional appends of each entry in order (see FileLog.appendAll): the last one's revision, or the first failure. */
   appendAll(entries: readonly Uint8Array[]): Promise<bigint> {
-    for (const data of entries) {
-      if (data.byteLength > this.options.maxRecordBytes) throw new RangeError(`an entry is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
-    }
+    for (const data of entries) this.#checkSize(data)
     return new Promise((resolve, reject) => {
       // Two callbacks for all the entries, not a promise each. The groups
       // are answered as their flushes end, which need not be in order: the
@@ -488,25 +477,28 @@ class LogCore {
         failed = true
         reject(error)
       }
-      for (const data of entries) {
-        const size = RECORD_HEADER_BYTES + data.byteLength
-        let group = this.#forming
-        if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) {
-          group = this.#newGroup()
-        }
-        group.bytes += size
-        group.entries.push({ data, expected: undefined, resolve: done, reject: fail })
-      }
+      for (const data of entries) this.#join({ data, expected: undefined, resolve: done, reject: fail })
     })
   }
 
-  /** A group for the appends from now on, queued behind the ones formed before. */
-  #newGroup(): AppendGroup {
-    const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined, flushing: undefined }
-    this.#locked(() => this.#commit(fresh)).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
-    // After #locked, which closes the group formed before it.
-    this.#forming = fresh
-    return fresh
+  #checkSize(data: Uint8Array): void {
+    if (data.byteLength > this.options.maxRecordBytes) {
+      throw new RangeError(`data is ${data.byteLength} bytes, more than maxRecordBytes (${this.options.maxRecordBytes})`)
+    }
+  }
+
+  /** Puts an append into the group being formed, or into a new one queued behind the groups formed before. */
+  #join(entry: PendingAppend): void {
+    const size = RECORD_HEADER_BYTES + entry.data.byteLength
+    let group = this.#forming
+    if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) {
+      const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined, flushing: undefined }
+      this.#locked(() => this.#commit(fresh)).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
+      // After #locked, which closes the group formed before it.
+      this.#forming = group = fresh
+    }
+    group.bytes += size
+    group.entries.push(entry)
   }
 
   /**

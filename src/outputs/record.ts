@@ -67,8 +67,8 @@ class RecordReader {
     if (this.at + n > this.end) throw new Error(`output record truncated at byte ${this.at} (needs ${n} more of ${this.end})`)
   }
 
-  /** u16 length + UTF-8 text; `slot` picks the text it is likely equal to (topic 0, header names 1+). */
-  text(slot: number): string {
+  /** u16 length + UTF-8 text; `slot` picks the text it is likely equal to (topic 0, header names 1+), none for a text unique per record (the id). */
+  text(slot?: number): string {
     this.need(2)
     const b = this.b
     const n = b.readUInt16BE(this.at)
@@ -76,6 +76,7 @@ class RecordReader {
     this.need(n)
     const at = this.at
     this.at += n
+    if (slot === undefined) return b.toString('utf8', at, at + n)
     const seen = this.#seen[slot]
     if (seen !== undefined && seen.n === n && sameBytes(b, seen.at, at, n)) return seen.text
     const text = b.toString('utf8', at, at + n)
@@ -103,13 +104,7 @@ class RecordReader {
     this.need(4)
     if (b.compare(MAGIC, 0, 4, at, at + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
     this.at += 4
-    // The id is unique per record: nothing to reuse.
-    this.need(2)
-    const idLength = b.readUInt16BE(this.at)
-    this.at += 2
-    this.need(idLength)
-    const id = b.toString('utf8', this.at, this.at + idLength)
-    this.at += idLength
+    const id = this.text()
     const topic = this.text(0)
     this.need(4)
     const partition = b.readInt32BE(this.at)

@@ -13,7 +13,6 @@ import { catchUpFailingAtWrite, counter, counts, wordLog } from './fixtures.js'
 const stalledSink = (): OutputSink => ({ name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined })
 const stalled = (): OutputsOptions => ({ sink: stalledSink(), closeTimeoutMs: 1 })
 
-/** Per record the outbox holds, in outbox order: its outbox key and its bytes (an entry holds a transaction's records; how they group is no part of the comparison). */
 /** The records a fileLogSink in `dir` delivered to topic `counts`, in order. */
 async function delivered(dir: string): Promise<OutboxRecord[]> {
   const out = await openFileLog(join(dir, 'out', 'counts'))
@@ -24,6 +23,7 @@ async function delivered(dir: string): Promise<OutboxRecord[]> {
   return records
 }
 
+/** Per record the outbox holds, in outbox order: its outbox key and its bytes (an entry holds a transaction's records; how they group is no part of the comparison). */
 async function outboxOf(path: string): Promise<Buffer[]> {
   const store = await PartitionStore.open({ path, states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
   const out: Buffer[] = []

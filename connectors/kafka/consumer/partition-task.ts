@@ -194,6 +194,7 @@ export class PartitionTask<V> {
     const phase = this.#phases('start', t0)
     try {
       const snapshots = o.snapshots
+      const prefetchDir = `${this.path}.prefetch`
       let prefetch: Prefetch | undefined
       this.#ownership = await acquireOwnership({
         store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs,
@@ -207,7 +208,7 @@ export class PartitionTask<V> {
           if (snapshots === undefined || newest === undefined || existsSync(this.path)) return
           phase('prefetching')
           prefetch = prefetchSnapshot({
-            snapshotStore: snapshots.store, job: o.job, partition: this.key, manifest: newest, dir: `${this.path}.prefetch`,
+            snapshotStore: snapshots.store, job: o.job, partition: this.key, manifest: newest, dir: prefetchDir,
             downloadConcurrency: Math.min(PREFETCH_CONCURRENCY, o.downloadConcurrency ?? PREFETCH_CONCURRENCY),
           })
         },
@@ -223,7 +224,7 @@ export class PartitionTask<V> {
       // A prefetch directory that no prefetch of ours uses is a killed
       // process's: removed now that the partition is ours (it holds up to a
       // whole snapshot, and nothing else would ever remove it).
-      if (prefetch === undefined) await rm(`${this.path}.prefetch`, { recursive: true, force: true })
+      if (prefetch === undefined) await rm(prefetchDir, { recursive: true, force: true })
       let restored: RestoreResult | undefined
       if (snapshots !== undefined) {
         const reuse = await prefetch?.stop()
