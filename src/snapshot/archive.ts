@@ -13,6 +13,7 @@ import { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import tar from 'tar-stream'
 import { TidemarkError } from '../errors.js'
+import { OffThreadFile } from './file-writer.js'
 import { fdClose } from './util.js'
 
 export const TAR_BLOCK = 512
@@ -251,61 +252,37 @@ function handOver(fd: number, onFile: ((fd: number) => void) | undefined): void 
 }
 
 /**
- * Writes one entry as it streams, in writes of about WRITE_BATCH bytes,
- * hashing the bytes on the event loop as they pass, and checks its size and
- * SHA-256 at the end; a file that fails is removed with the directory. The
- * file is created exclusively ('wx'): nothing that exists is replaced or
- * written through.
- *
- * Nothing is gathered: a download holds at most one batch. Writes stay small
- * on purpose: on the development VM a 2 MiB write into a new file cost three
- * times the system CPU of the same bytes in 256 KiB writes (the kernel's
- * copy into freshly allocated large folios), which was most of the gap to a
- * plain download; 64 KiB writes cost less again (a 512 MiB restore from
- * radosgw, medians of 4 interleaved rounds: 2.96 s of CPU and 2.83 s against
- * 3.48 s and 3.05 s at 256 KiB; 32 KiB gained nothing more).
+ * Writes one entry as it streams and checks its size and SHA-256 at the
+ * end; a file that fails is removed with the directory. The bytes are
+ * written and hashed by the process's writer thread (file-writer.ts), off
+ * the event loop; a download holds at most a few of its batches. The file
+ * is created exclusively ('wx'): nothing that exists is replaced or written
+ * through.
  */
 async function writeEntry(entry: AsyncIterable<Buffer>, path: string, want: ExpectedEntry, options: { object: string; onFile?: (fd: number) => void }): Promise<void> {
   const fd = await fsOpen(path, 'wx', 0o644)
-  const hash = createHash('sha256')
-  let size = 0
+  let file: OffThreadFile | undefined
+  let written: { size: number; sha256: string }
   try {
-    let batch: Buffer[] = []
-    let batched = 0
+    file = new OffThreadFile(fd)
     for await (const chunk of entry) {
-      hash.update(chunk)
-      size += chunk.byteLength
-      batch.push(chunk)
-      batched += chunk.byteLength
-      if (batched >= WRITE_BATCH) {
-        await fsWritev(fd, batch)
-        batch = []
-        batched = 0
-      }
+      const wait = file.write(chunk)
+      if (wait !== undefined) await wait
     }
-    if (batch.length > 0) await fsWritev(fd, batch)
+    const ending = file
+    file = undefined
+    written = await ending.end()
   } catch (err) {
+    // The writer is done with the descriptor before it is closed (its number could be reused).
+    await file?.abort()
     await fdClose(fd)
     throw err
   }
   handOver(fd, options.onFile)
-  checkEntry(want, options.object, size, hash.digest('hex'))
+  checkEntry(want, options.object, written.size, written.sha256)
 }
-
-const WRITE_BATCH = 64 * 1024
 
 const fsOpen = promisify(fs.open)
-const writev = promisify(fs.writev)
-const write = promisify(fs.write)
-async function fsWritev(fd: number, buffers: Buffer[]): Promise<void> {
-  let written = (await writev(fd, buffers)).bytesWritten
-  // writev may write less than asked (a signal, a full disk): write the rest.
-  const total = buffers.reduce((n, b) => n + b.byteLength, 0)
-  while (written < total) {
-    const rest = Buffer.concat(buffers).subarray(written)
-    written += (await write(fd, rest, 0, rest.byteLength, null)).bytesWritten
-  }
-}
 
 function isUnsafeName(name: string): boolean {
   return name.startsWith('/') || name.split(/[\\/]/).includes('..') || /^[A-Za-z]:/.test(name)

@@ -6,6 +6,7 @@ import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { errnoOf, inspectStoreDir, makeDirectory, strangerNames, writeMarker, type StoreDir } from '../store/store-dir.js'
 import type { Position } from '../store/position.js'
+import { WRITER_THREAD_ERROR } from './file-writer.js'
 import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
 import { listManifests, newestFirst, readManifest, type ManifestRef } from './catalog.js'
 import { SnapshotLayout } from './layout.js'
@@ -606,6 +607,7 @@ async function moveAside(target: string, dir: Identity): Promise<string> {
  */
 function localWriteFailed(err: unknown, target: string): unknown {
   const code = errnoOf(err)
+  if (code === WRITER_THREAD_ERROR) return new TidemarkError('TIDEMARK_RESTORE_WRITE_FAILED', `the restore into ${target} could not write its files: ${(err as Error).message}; nothing was installed and the target is as it was`, { cause: err, details: { target, errno: code } })
   if (err instanceof TidemarkError || code === undefined || !/^E[A-Z]+$/.test(code)) return err
   return new TidemarkError('TIDEMARK_RESTORE_WRITE_FAILED', `the restore into ${target} could not write its files (${code}): ${(err as Error).message}; nothing was installed and the target is as it was`, { cause: err, details: { target, errno: code } })
 }

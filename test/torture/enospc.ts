@@ -1,11 +1,13 @@
 // A full disk, injected by wrapping single file-system calls: the promise
-// API's open (its file handle's write) and copyFile, and the callback API's
-// open and writev that the restore's archive writer binds when it loads.
+// API's open (its file handle's write) and copyFile, the callback API's open
+// that the restore's archive writer binds when it loads, and the writes of
+// the restore's writer thread through its seam.
 // Import this module before anything of src/, so that those bindings take
 // the wrappers; nothing fails until a rule is set.
 import fs from 'node:fs'
 import type * as FsPromises from 'node:fs/promises'
 import { createRequire, syncBuiltinESMExports } from 'node:module'
+import { writerFaults } from '../../src/snapshot/file-writer.js'
 
 export type FsOp = 'write' | 'copyFile'
 
@@ -69,14 +71,7 @@ fs.open = ((path: fs.PathLike, ...rest: unknown[]) => {
     callback(err, fd)
   })
 }) as typeof fs.open
-const realWritev = fs.writev
-fs.writev = ((fd: number, ...rest: unknown[]) => {
-  const callback = rest.pop() as (err: NodeJS.ErrnoException | null, ...a: unknown[]) => void
-  try {
-    check('write', paths.get(fd) ?? `fd ${fd}`)
-  } catch (err) {
-    process.nextTick(() => callback(err as NodeJS.ErrnoException))
-    return
-  }
-  ;(realWritev as (...a: unknown[]) => void)(fd, ...rest, callback)
-}) as typeof fs.writev
+// The restore's writes run in its writer thread (src/snapshot/file-writer.ts),
+// out of reach of a wrapper here: its seam checks each batch's descriptor on
+// the main thread before the batch is handed over.
+writerFaults.beforeWrite = (fd) => check('write', paths.get(fd) ?? `fd ${fd}`)
