@@ -253,9 +253,11 @@ export class OffThreadFile {
       this.#batch.set(at === 0 && n === chunk.byteLength ? chunk : chunk.subarray(at, at + n), this.#filled)
       this.#filled += n
       at += n
-      if (this.#filled === BATCH_BYTES) this.#flush(false)
+      if (this.#filled === BATCH_BYTES) {
+        this.#flush(false)
+        if (this.#error !== undefined) throw this.#error
+      }
     }
-    if (this.#error !== undefined) throw this.#error
     return this.#inFlight >= MAX_IN_FLIGHT ? this.#waitForRoom() : undefined
   }
 
