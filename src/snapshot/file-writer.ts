@@ -35,8 +35,9 @@ const MAX_IN_FLIGHT = 4
  * three times what 256 KiB writes cost). Through libuv's pool 64 KiB was
  * the best trade against a wake-up per write; here a write is a plain
  * syscall, and 16-32 KiB cost the least (512 MiB restores from radosgw,
- * interleaved with plain downloads: 1.07-1.20x of the download at 16-32
- * KiB, 1.31x at 64 KiB; hashing and 64 KiB writes on the event loop 1.36-1.49x).
+ * interleaved with plain downloads: 1.07-1.24x of the download at 16-32
+ * KiB, 1.31-1.63x at 64 KiB; hashing and 64 KiB writes on the event loop
+ * 1.29-1.49x).
  */
 const WRITE_BYTES = 32 * 1024
 
