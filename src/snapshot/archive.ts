@@ -269,11 +269,10 @@ async function writeEntry(entry: AsyncIterable<Buffer>, path: string, want: Expe
       const wait = file.write(chunk)
       if (wait !== undefined) await wait
     }
-    const ending = file
-    file = undefined
-    written = await ending.end()
+    written = await file.end()
   } catch (err) {
-    // The writer is done with the descriptor before it is closed (its number could be reused).
+    // The writer is done with the descriptor before it is closed (its number
+    // could be reused); after a failed end() there is nothing left to abort.
     await file?.abort()
     await fdClose(fd)
     throw err

@@ -72,7 +72,7 @@ parentPort.on('message', (m) => {
   }
   if (m.last) {
     files.delete(m.id)
-    if (!f.failed) parentPort.postMessage({ t: 'done', id: m.id, size: f.size, sha256: f.hash.digest('hex') })
+    if (!f.failed) parentPort.postMessage({ t: 'done', id: m.id, size: f.size, sha256: f.hash.digest('hex'), buf: m.buf }, m.buf === undefined ? [] : [m.buf.buffer])
   } else if (!f.failed) {
     parentPort.postMessage({ t: 'ack', id: m.id, buf: m.buf }, m.buf === undefined ? [] : [m.buf.buffer])
   }
@@ -82,7 +82,7 @@ parentPort.on('message', (m) => {
 type Reply =
   | { t: 'ack'; id: number; buf?: Uint8Array }
   | { t: 'aborted'; id: number }
-  | { t: 'done'; id: number; size: number; sha256: string }
+  | { t: 'done'; id: number; size: number; sha256: string; buf?: Uint8Array }
   | { t: 'error'; id: number; message: string; code?: string; errno?: number; syscall?: string }
 
 /** What the owner of one open file waits for. */
@@ -98,7 +98,6 @@ class WriterThread {
   readonly #worker: Worker
   readonly #files = new Map<number, Pending>()
   #nextId = 0
-  #failure: Error | undefined
 
   constructor() {
     try {
@@ -111,17 +110,14 @@ class WriterThread {
       const p = this.#files.get(m.id)
       if (p === undefined) return
       switch (m.t) {
-        case 'ack':
-          if (m.buf !== undefined && freeBatches.length < MAX_FREE_BATCHES) freeBatches.push(m.buf.buffer as ArrayBuffer)
-          p.onAck()
-          break
-        case 'done': this.#forget(m.id); p.onDone(m.size, m.sha256); break
+        case 'ack': reuse(m.buf); p.onAck(); break
+        case 'done': reuse(m.buf); this.#forget(m.id); p.onDone(m.size, m.sha256); break
         case 'aborted': this.#forget(m.id); p.onAborted(); break
         case 'error': this.#forget(m.id); p.onError(Object.assign(new Error(m.message), { code: m.code, errno: m.errno, syscall: m.syscall })); break
       }
     })
+    // The next file starts a new thread.
     const fail = (err: Error): void => {
-      this.#failure ??= err
       if (thread === this) thread = undefined
       for (const p of this.#files.values()) p.onError(err)
       this.#files.clear()
@@ -131,7 +127,6 @@ class WriterThread {
   }
 
   open(p: Pending): number {
-    if (this.#failure !== undefined) throw this.#failure
     const id = this.#nextId++
     if (this.#files.size === 0) this.#worker.ref()
     this.#files.set(id, p)
@@ -186,6 +181,11 @@ export async function terminateWriterThread(): Promise<void> {
 const freeBatches: ArrayBuffer[] = []
 const MAX_FREE_BATCHES = 64
 
+/** A batch the worker handed back (with the ack of a batch or the end of a file). */
+function reuse(buf: Uint8Array | undefined): void {
+  if (buf !== undefined && freeBatches.length < MAX_FREE_BATCHES) freeBatches.push(buf.buffer as ArrayBuffer)
+}
+
 /**
  * @internal A test seam (test/torture/enospc.ts): called on the main thread
  * with a file's descriptor before each batch is handed to the worker; a
@@ -200,8 +200,9 @@ export const writerFaults: { beforeWrite: ((fd: number) => void) | undefined } =
  * it when it returns a promise: the worker is behind), then end() for the
  * size and SHA-256 of what was written, or abort() when the caller gives
  * up. After either settles the worker does not touch the descriptor again;
- * the caller owns it throughout and closes it. Exactly one of end() and
- * abort() must be called (a file in progress keeps the worker referenced).
+ * the caller owns it throughout and closes it. end() or abort() must be
+ * called (a file in progress keeps the worker referenced); abort() after a
+ * failed end() only waits for the same release.
  */
 export class OffThreadFile {
   readonly #thread: WriterThread

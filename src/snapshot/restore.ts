@@ -607,8 +607,8 @@ async function moveAside(target: string, dir: Identity): Promise<string> {
  */
 function localWriteFailed(err: unknown, target: string): unknown {
   const code = errnoOf(err)
-  if (code === WRITER_THREAD_ERROR) return new TidemarkError('TIDEMARK_RESTORE_WRITE_FAILED', `the restore into ${target} could not write its files: ${(err as Error).message}; nothing was installed and the target is as it was`, { cause: err, details: { target, errno: code } })
-  if (err instanceof TidemarkError || code === undefined || !/^E[A-Z]+$/.test(code)) return err
+  // The restore's writer thread failing (not an errno) is as local as a full disk.
+  if (err instanceof TidemarkError || code === undefined || (code !== WRITER_THREAD_ERROR && !/^E[A-Z]+$/.test(code))) return err
   return new TidemarkError('TIDEMARK_RESTORE_WRITE_FAILED', `the restore into ${target} could not write its files (${code}): ${(err as Error).message}; nothing was installed and the target is as it was`, { cause: err, details: { target, errno: code } })
 }
 
