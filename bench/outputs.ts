@@ -118,7 +118,13 @@ export async function run(args: string[]): Promise<void> {
       let open!: () => void
       const opened = new Promise<void>((resolve) => { open = resolve })
       const sink = fileLogSink({ dir: join(dir.path, `emitted-${emitSinks++}`), fileLog: { sync: false } })
-      const held: OutputSink = { name: sink.name, send: async (records) => { await opened; await sink.send(records) }, close: () => sink.close() }
+      const held: OutputSink = {
+        name: sink.name,
+        send: async (records) => { await opened; await sink.send(records) },
+        // The publisher's call (fileLogSink takes the binary form): held the same way.
+        sendEncoded: async (records) => { await opened; await sink.sendEncoded!(records) },
+        close: () => sink.close(),
+      }
       const p = processor(held, opts.events + 1)
       await p.start()
       const c0 = process.cpuUsage()

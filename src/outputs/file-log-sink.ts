@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openFileLog, type FileLog, type FileLogOptions } from '../log/file-log.js'
 import { outboxRecordBytes } from './record.js'
-import type { OutboxRecord, OutputSink } from './types.js'
+import type { EncodedRecords, OutboxRecord, OutputSink } from './types.js'
 
 export interface FileLogSinkOptions {
   /** Each output topic is a file log at `<dir>/<topic>`. */
@@ -43,23 +43,31 @@ export function fileLogSink(options: FileLogSinkOptions): OutputSink {
   }
   // Appends of one partition's records are in order; appends of several
   // partitions sharing the sink interleave, each in its own order.
+  const append = async (count: number, topicOf: (i: number) => string, bytesOf: (i: number) => Uint8Array): Promise<void> => {
+    if (closed) throw new Error('the file-log sink is closed')
+    // Opened first, then appended together: the file log commits appends
+    // made together as one group (one write, one flush), in call order.
+    const byTopic = new Map<string, Uint8Array[]>()
+    for (let i = 0; i < count; i++) {
+      const topic = topicOf(i)
+      let entries = byTopic.get(topic)
+      if (entries === undefined) byTopic.set(topic, (entries = []))
+      entries.push(bytesOf(i))
+    }
+    const opened: Array<[FileLog, Uint8Array[]]> = []
+    for (const [topic, entries] of byTopic) opened.push([await open(topic), entries])
+    await Promise.all(opened.map(([log, entries]) => log.appendAll(entries)))
+  }
   return {
     name: `file-log:${options.dir}`,
     validateTopic,
-    async send(records: readonly OutboxRecord[]): Promise<void> {
-      if (closed) throw new Error('the file-log sink is closed')
-      // Opened first, then appended together: the file log commits appends
-      // made together as one group (one write, one flush), in call order.
-      const byTopic = new Map<string, Uint8Array[]>()
-      for (const r of records) {
-        let entries = byTopic.get(r.topic)
-        if (entries === undefined) byTopic.set(r.topic, (entries = []))
-        // A record read from the outbox is appended as the bytes it was read from.
-        entries.push(outboxRecordBytes(r))
-      }
-      const logs: Array<[FileLog, Uint8Array[]]> = []
-      for (const [topic, entries] of byTopic) logs.push([await open(topic), entries])
-      await Promise.all(logs.map(([log, entries]) => log.appendAll(entries)))
+    send(records: readonly OutboxRecord[]): Promise<void> {
+      // A record read from the outbox is appended as the bytes it was read from.
+      return append(records.length, (i) => records[i]!.topic, (i) => outboxRecordBytes(records[i]!))
+    },
+    // The publisher's path: the outbox's bytes are the entries, nothing decoded.
+    sendEncoded(records: EncodedRecords): Promise<void> {
+      return append(records.length, (i) => records.topic(i), (i) => records.bytes(i))
     },
     async close(): Promise<void> {
       closed = true

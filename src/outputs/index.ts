@@ -1,4 +1,4 @@
-export type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputSink, OutputsEvent, OutputsOptions, RecordId, RetryOptions } from './types.js'
+export type { DedupeMode, EmitContext, EncodedRecords, OutboxRecord, OutputRecord, OutputSink, OutputsEvent, OutputsOptions, RecordId, RetryOptions } from './types.js'
 export { formatRecordId, parseRecordId, upstreamKey, RECORD_ID_HEADER } from './id.js'
 export { encodeOutboxRecord, decodeOutboxRecord, outboxRecordCodec, outboxKey } from './record.js'
 export { OUTBOX_STATE, DEDUPE_STATE } from './states.js'

@@ -32,6 +32,7 @@ export function resolveOutputs(value: OutputsOptions | undefined, field = 'optio
   if (sink === null || typeof sink !== 'object' || typeof sink.send !== 'function' || typeof sink.close !== 'function') {
     throw new TypeError(`${field}.sink must be an OutputSink (send(records), close()), for example kafkaSink() or fileLogSink()`)
   }
+  if (sink.sendEncoded !== undefined && typeof sink.sendEncoded !== 'function') throw new TypeError(`${field}.sink.sendEncoded must be a function when set, got ${typeof sink.sendEncoded}`)
   const retry = value.retry ?? {}
   if (retry === null || typeof retry !== 'object') throw new TypeError(`${field}.retry must be an object`)
   const initialMs = positiveInt(retry.initialMs ?? OUTPUTS_DEFAULTS.retry.initialMs, `${field}.retry.initialMs`)

@@ -2,7 +2,7 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import { prefixEnd } from '../store/keys.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { ResolvedOutputs } from './options.js'
-import { decodeOutboxChunk, outboxChunkSize, outboxChunkTail } from './record.js'
+import { decodeOutboxChunk, EncodedBatch, frameOutboxChunk, outboxChunkSize, outboxChunkTail, outboxRecordIdAt } from './record.js'
 import { OUTBOX_STATE } from './states.js'
 import type { OutboxRecord, OutputsEvent } from './types.js'
 
@@ -31,6 +31,8 @@ export class OutboxPublisher {
   readonly #o: ResolvedOutputs
   readonly #onEvent: (event: OutputsEvent) => void
   readonly #onStoreFailed: (error: unknown) => void
+  /** The sink takes records in their binary form (sendEncoded). */
+  readonly #encoded: boolean
   #records = 0
   #bytes = 0
   #full = false
@@ -73,6 +75,7 @@ export class OutboxPublisher {
     this.#o = options.outputs
     this.#onEvent = options.onEvent ?? (() => undefined)
     this.#onStoreFailed = options.onStoreFailed ?? (() => undefined)
+    this.#encoded = this.#o.sink.sendEncoded !== undefined
   }
 
   /** Records and bytes in the committed outbox, as far as this publisher knows. */
@@ -233,9 +236,9 @@ export class OutboxPublisher {
         // Closed during the scan: nothing new is sent after close().
         if (this.#closed) return
         const batch = this.#take()
-        const sending = this.#o.sink.send(batch.records)
+        const sending = this.#send(batch)
         this.#sending = sending
-        if (this.#queued - batch.records.length < this.#o.maxBatchRecords) ahead = this.#fill().then(() => undefined, (error: unknown) => error ?? new Error(String(error)))
+        if (this.#queued - batch.size < this.#o.maxBatchRecords) ahead = this.#fill().then(() => undefined, (error: unknown) => error ?? new Error(String(error)))
         try {
           await sending
         } catch (cause) {
@@ -246,8 +249,8 @@ export class OutboxPublisher {
           const retryInMs = Math.round(ceiling / 2 + Math.random() * ceiling / 2)
           const error = new TidemarkError(
             'TIDEMARK_OUTPUT_DELIVERY_FAILED',
-            `sink ${this.#o.sink.name} failed to take ${batch.records.length} output record(s) (attempt ${attempt}, retry in ${retryInMs} ms): ${(cause as Error)?.message ?? cause}`,
-            { cause, details: { sink: this.#o.sink.name, records: batch.records.length, attempt } },
+            `sink ${this.#o.sink.name} failed to take ${batch.size} output record(s) (attempt ${attempt}, retry in ${retryInMs} ms): ${(cause as Error)?.message ?? cause}`,
+            { cause, details: { sink: this.#o.sink.name, records: batch.size, attempt } },
           )
           this.#onEvent({ type: 'delivery-failed', error, attempt, retryInMs })
           await sleep(retryInMs, this.#stop.signal)
@@ -277,12 +280,18 @@ export class OutboxPublisher {
     const gte = this.#readAfter === undefined ? prefix : Buffer.concat([prefix, this.#readAfter, ZERO])
     for await (const [key, value] of this.#store.scan({ gte, lt: OUTBOX_END, reverse: false })) {
       const k = key.subarray(prefix.length)
-      const { records, starts } = decodeOutboxChunk(value)
-      this.#queue.push({ key: k, value, records, starts, next: 0 })
-      this.#queued += records.length
+      // A sink that takes the binary form gets the records checked, not
+      // decoded: decoding was most of a delivery's cost on this thread.
+      let records: OutboxRecord[] | undefined
+      let starts: number[]
+      if (this.#encoded) starts = frameOutboxChunk(value)
+      else ({ records, starts } = decodeOutboxChunk(value))
+      const count = starts.length - 1
+      this.#queue.push({ key: k, value, records, starts, count, next: 0 })
+      this.#queued += count
       // Its last record's key: the rest of an entry put again after a partial
       // delivery sorts at or before it, so no read takes that rest twice.
-      this.#readAfter = records.length === 0 ? k : restKey(k, records.at(-1)!.id)
+      this.#readAfter = count === 0 ? k : restKey(k, outboxRecordIdAt(value, starts[count - 1]!))
       if (this.#queued >= this.#o.maxBatchRecords) break
     }
   }
@@ -291,14 +300,23 @@ export class OutboxPublisher {
   #take(): Batch {
     const max = this.#o.maxBatchRecords
     const records: OutboxRecord[] = []
+    const encoded = new EncodedBatch()
     const parts: Batch['parts'] = []
+    let size = 0
     for (const entry of this.#queue) {
-      if (records.length >= max && parts.length > 0) break
-      const to = Math.min(entry.records.length, entry.next + max - records.length)
-      for (let i = entry.next; i < to; i++) records.push(entry.records[i]!)
+      if (size >= max && parts.length > 0) break
+      const to = Math.min(entry.count, entry.next + max - size)
+      if (entry.records === undefined) encoded.add(entry.value, entry.starts, entry.next, to)
+      else for (let i = entry.next; i < to; i++) records.push(entry.records[i]!)
+      size += to - entry.next
       parts.push({ entry, to })
     }
-    return { records, parts }
+    return { size, records, encoded, parts }
+  }
+
+  #send(batch: Batch): Promise<void> {
+    const sink = this.#o.sink
+    return this.#encoded ? sink.sendEncoded!(batch.encoded) : sink.send(batch.records)
   }
 
   /**
@@ -316,9 +334,9 @@ export class OutboxPublisher {
       for (const { entry, to } of batch.parts) {
         bytes += entry.starts[to]! - entry.starts[entry.next]! - 4 * (to - entry.next)
         view.delete(entry.key)
-        if (to < entry.records.length) {
-          entry.key = restKey(entry.key, entry.records[to]!.id)
-          view.put(entry.key, outboxChunkTail(entry.value, entry.starts[to]!, entry.records.length - to))
+        if (to < entry.count) {
+          entry.key = restKey(entry.key, outboxRecordIdAt(entry.value, entry.starts[to]!))
+          view.put(entry.key, outboxChunkTail(entry.value, entry.starts[to]!, entry.count - to))
           entry.next = to
         } else {
           this.#queue.shift()
@@ -328,11 +346,11 @@ export class OutboxPublisher {
       this.#storeFailed(error)
       return Promise.resolve(false)
     }
-    this.#queued -= batch.records.length
+    this.#queued -= batch.size
     return tx.commitWithoutPosition().then(() => {
-      this.#records = Math.max(0, this.#records - batch.records.length)
+      this.#records = Math.max(0, this.#records - batch.size)
       this.#bytes = Math.max(0, this.#bytes - bytes)
-      this.#onEvent({ type: 'delivered', records: batch.records.length, bytes })
+      this.#onEvent({ type: 'delivered', records: batch.size, bytes })
       this.#checkFull()
       return true
     }, (error: unknown) => {
@@ -354,14 +372,21 @@ interface QueuedEntry {
   key: Uint8Array
   /** The entry as read (its records are views of it). */
   readonly value: Buffer
-  readonly records: OutboxRecord[]
+  /** Decoded, for a sink without sendEncoded. */
+  readonly records: OutboxRecord[] | undefined
   readonly starts: number[]
+  /** Its records. */
+  readonly count: number
   /** Its first record not delivered. */
   next: number
 }
 
 interface Batch {
+  /** Records in the send. */
+  readonly size: number
+  /** The records, for send() or sendEncoded() (the other one stays empty). */
   readonly records: OutboxRecord[]
+  readonly encoded: EncodedBatch
   /** Per entry the batch takes records of: its records up to `to` (exclusive). */
   readonly parts: Array<{ entry: QueuedEntry; to: number }>
 }

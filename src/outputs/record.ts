@@ -1,5 +1,5 @@
 import type { Codec } from '../store/codec.js'
-import type { OutboxRecord } from './types.js'
+import type { EncodedRecords, OutboxRecord } from './types.js'
 
 const MAGIC = Buffer.from('TMO\x01', 'latin1')
 
@@ -44,7 +44,7 @@ export function encodeOutboxRecord(r: OutboxRecord): Buffer {
 
 /** The inverse of encodeOutboxRecord; throws an Error naming what is wrong (callers wrap it as a decode failure). */
 export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
-  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const b = asBuffer(bytes)
   return new RecordReader(b).record(0, b.length)
 }
 
@@ -96,14 +96,67 @@ class RecordReader {
     return s
   }
 
-  /** The record in b[at, end). */
-  record(at: number, end: number): OutboxRecord {
+  /** Starts reading the record in b[at, end): past its magic. */
+  begin(at: number, end: number): void {
     this.at = at
     this.end = end
-    const b = this.b
     this.need(4)
-    if (b.compare(MAGIC, 0, 4, at, at + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
+    if (this.b.compare(MAGIC, 0, 4, at, at + 4) !== 0) throw new Error('not an output record (no TMO\\x01 magic)')
     this.at += 4
+  }
+
+  /** u16 length + bytes, skipped. */
+  skipText(): void {
+    this.need(2)
+    const n = this.b.readUInt16BE(this.at)
+    this.at += 2
+    this.need(n)
+    this.at += n
+  }
+
+  /** i32 length (-1: null) + bytes, skipped. */
+  skipPart(): void {
+    this.need(4)
+    const n = this.b.readInt32BE(this.at)
+    this.at += 4
+    if (n === -1) return
+    if (n < 0) throw new Error(`bad length ${n}`)
+    this.need(n)
+    this.at += n
+  }
+
+  /**
+   * Checks the record in b[at, end) as record() does (the same errors for
+   * the same bytes), without decoding a field: what the publisher does for
+   * a sink that takes records in their binary form (sendEncoded).
+   */
+  check(at: number, end: number): void {
+    const b = this.b
+    this.begin(at, end)
+    this.skipText()
+    this.skipText()
+    this.need(4)
+    this.at += 4
+    this.skipPart()
+    this.skipPart()
+    this.need(2)
+    const count = b.readUInt16BE(this.at)
+    this.at += 2
+    for (let i = 0; i < count; i++) {
+      this.skipText()
+      this.need(4)
+      const n = b.readUInt32BE(this.at)
+      this.at += 4
+      this.need(n)
+      this.at += n
+    }
+    if (this.at !== end) throw new Error(`${end - this.at} trailing bytes after the output record`)
+  }
+
+  /** The record in b[at, end). */
+  record(at: number, end: number): OutboxRecord {
+    const b = this.b
+    this.begin(at, end)
     const id = this.text()
     const topic = this.text(0)
     this.need(4)
@@ -133,7 +186,11 @@ class RecordReader {
 const MAX_REUSED_TEXT = 64
 
 function sameBytes(b: Buffer, x: number, y: number, n: number): boolean {
-  for (let i = 0; i < n; i++) if (b[x + i] !== b[y + i]) return false
+  return sameBytesIn(b, x, b, y, n)
+}
+
+function sameBytesIn(a: Buffer, x: number, b: Buffer, y: number, n: number): boolean {
+  for (let i = 0; i < n; i++) if (a[x + i] !== b[y + i]) return false
   return true
 }
 
@@ -193,10 +250,23 @@ export interface OutboxChunk {
 
 /** Decodes an outbox entry; throws an Error naming what is wrong. */
 export function decodeOutboxChunk(bytes: Uint8Array): OutboxChunk {
-  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const records: OutboxRecord[] = []
+  const starts = walkOutboxChunk(bytes, (reader, at, end) => { records.push(reader.record(at, end)) })
+  return { records, starts }
+}
+
+/**
+ * The starts[] of an outbox entry (see OutboxChunk), each record checked as
+ * decodeOutboxChunk() checks it (the same errors) but not decoded.
+ */
+export function frameOutboxChunk(bytes: Uint8Array): number[] {
+  return walkOutboxChunk(bytes, (reader, at, end) => reader.check(at, end))
+}
+
+function walkOutboxChunk(bytes: Uint8Array, each: (reader: RecordReader, at: number, end: number) => void): number[] {
+  const b = asBuffer(bytes)
   if (b.length < CHUNK_HEADER_BYTES || b.compare(CHUNK_MAGIC, 0, 4, 0, 4) !== 0) throw new Error('not an outbox entry (no TMC\\x01 magic)')
   const count = b.readUInt32BE(4)
-  const records: OutboxRecord[] = []
   const starts: number[] = []
   const reader = new RecordReader(b)
   let at = CHUNK_HEADER_BYTES
@@ -205,17 +275,90 @@ export function decodeOutboxChunk(bytes: Uint8Array): OutboxChunk {
     const n = b.readUInt32BE(at)
     if (at + 4 + n > b.length) throw new Error(`outbox entry truncated in record ${i} of ${count}`)
     starts.push(at)
-    records.push(reader.record(at + 4, at + 4 + n))
+    each(reader, at + 4, at + 4 + n)
     at += 4 + n
   }
   if (at !== b.length) throw new Error(`${b.length - at} trailing bytes after the outbox entry's ${count} records`)
   starts.push(at)
-  return { records, starts }
+  return starts
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+}
+
+/**
+ * The id of the record framed at `start` (a starts[] position) of a checked
+ * outbox entry (decodeOutboxChunk or frameOutboxChunk passed it).
+ */
+export function outboxRecordIdAt(chunk: Buffer, start: number): string {
+  const n = chunk.readUInt16BE(start + 8)
+  return chunk.toString('utf8', start + 10, start + 10 + n)
+}
+
+/**
+ * A batch of checked records in their binary form, each a view of the
+ * outbox entry it is framed in: the EncodedRecords a sink's sendEncoded()
+ * gets. Nothing is decoded unless the sink asks; the topic of a record is
+ * compared with the one before it and reused when its bytes are the same
+ * (a job emits to few topics).
+ */
+export class EncodedBatch implements EncodedRecords {
+  readonly #chunks: Buffer[] = []
+  /** Per record: where its binary form starts and ends in its chunk (length prefix excluded). */
+  readonly #at: number[] = []
+  readonly #end: number[] = []
+  #topicChunk: Buffer | undefined
+  #topicAt = 0
+  #topicLength = -1
+  #topic = ''
+
+  get length(): number {
+    return this.#at.length
+  }
+
+  /** Adds the records framed at starts[from, to) of `chunk`. */
+  add(chunk: Buffer, starts: readonly number[], from: number, to: number): void {
+    for (let i = from; i < to; i++) {
+      this.#chunks.push(chunk)
+      this.#at.push(starts[i]! + 4)
+      this.#end.push(starts[i + 1]!)
+    }
+  }
+
+  #index(i: number): number {
+    if (!Number.isInteger(i) || i < 0 || i >= this.#at.length) throw new RangeError(`record index ${i} is out of range [0, ${this.#at.length})`)
+    return this.#at[i]!
+  }
+
+  topic(i: number): string {
+    const at = this.#index(i)
+    const b = this.#chunks[i]!
+    const topicAt = at + 6 + b.readUInt16BE(at + 4)
+    const n = b.readUInt16BE(topicAt)
+    const prev = this.#topicChunk
+    if (n === this.#topicLength && prev !== undefined && sameBytesIn(prev, this.#topicAt, b, topicAt + 2, n)) return this.#topic
+    this.#topic = b.toString('utf8', topicAt + 2, topicAt + 2 + n)
+    this.#topicChunk = b
+    this.#topicAt = topicAt + 2
+    this.#topicLength = n
+    return this.#topic
+  }
+
+  bytes(i: number): Buffer {
+    const at = this.#index(i)
+    return this.#chunks[i]!.subarray(at, this.#end[i]!)
+  }
+
+  record(i: number): OutboxRecord {
+    const at = this.#index(i)
+    return new RecordReader(this.#chunks[i]!).record(at, this.#end[i]!)
+  }
 }
 
 /** The records and the bytes of their binary forms (framing excluded) of an outbox entry, from its header alone. */
 export function outboxChunkSize(bytes: Uint8Array): { records: number; bytes: number } {
-  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const b = asBuffer(bytes)
   if (b.length < CHUNK_HEADER_BYTES || b.compare(CHUNK_MAGIC, 0, 4, 0, 4) !== 0) throw new Error('not an outbox entry (no TMC\\x01 magic)')
   const records = b.readUInt32BE(4)
   return { records, bytes: b.length - CHUNK_HEADER_BYTES - 4 * records }

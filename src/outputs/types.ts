@@ -58,7 +58,26 @@ export interface OutputSink {
    */
   validateTopic?(topic: string): void
   send(records: readonly OutboxRecord[]): Promise<void>
+  /**
+   * Optional, in place of send(): the same records in their binary form
+   * (encodeOutboxRecord), for a sink that writes those bytes or reads only
+   * a few fields. When present the publisher calls it instead of send() and
+   * decodes nothing itself (each record is still checked, as for send()).
+   * The same contract as send(); the views are valid until it settles.
+   */
+  sendEncoded?(records: EncodedRecords): Promise<void>
   close(): Promise<void>
+}
+
+/** A batch of output records in their binary form, as the outbox holds them (see OutputSink.sendEncoded). */
+export interface EncodedRecords {
+  readonly length: number
+  /** Record i's topic (0 <= i < length; otherwise a RangeError). */
+  topic(i: number): string
+  /** Record i's binary form: encodeOutboxRecord()'s bytes, a view of the outbox entry. */
+  bytes(i: number): Buffer
+  /** Record i decoded (what send() would get). */
+  record(i: number): OutboxRecord
 }
 
 export interface RetryOptions {

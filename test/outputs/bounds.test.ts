@@ -9,10 +9,10 @@ it('outbox bounds: with the sink unavailable processing goes on to the limit, pa
   const dir = tempDir()
   const log = await wordLog(join(dir, 'log'), 1000)
   const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
-  // The fault: one wrapped call of the real sink, failing while `down`.
+  // The fault: one wrapped call of the real sink (the publisher's: the sink takes the binary form), failing while `down`.
   let down = true
-  const send = sink.send.bind(sink)
-  sink.send = (records) => (down ? Promise.reject(new Error('output cluster unavailable')) : send(records))
+  const sendEncoded = sink.sendEncoded!.bind(sink)
+  sink.sendEncoded = (records) => (down ? Promise.reject(new Error('output cluster unavailable')) : sendEncoded(records))
   const p = counter(dir, log, { sink, maxOutboxRecords: 200, retry: { initialMs: 5, maxMs: 20 } }, { snapshots: undefined })
   const events: OutputsEvent[] = []
   p.on('outputs', (e) => events.push(e))

@@ -1,0 +1,135 @@
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { openFileLog, PartitionProcessor, PartitionStore, type FileLog } from '../../src/index.js'
+import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey, outboxRecordCodec, readOutbox, type EncodedRecords, type OutboxRecord, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
+import { resolveOutputs } from '../../src/outputs/options.js'
+import { OutboxPublisher } from '../../src/outputs/publisher.js'
+import { OutboxChunkWriter } from '../../src/outputs/record.js'
+import { tempDir } from '../helpers/tmp.js'
+import { counts, wordLog } from './fixtures.js'
+
+/** Emits two records per event to two topics in turn, the second with a header of its own. */
+function twoTopics(dir: string, log: FileLog, outputs: OutputsOptions): PartitionProcessor<{ word: string }> {
+  return new PartitionProcessor<{ word: string }>({
+    job: 'encoded', topic: 'words', partition: 0, log, path: join(dir, 'store'), states: [counts], batchSize: 50,
+    handler: (tx, { word }, ctx) => {
+      const view = tx.value(counts)
+      const n = (view.getSync(word) ?? 0) + 1
+      view.put(word, n)
+      ctx.emit({ topic: n % 2 === 0 ? 'even' : 'odd', key: word, value: String(n) })
+      ctx.emit({ topic: 'all', key: null, value: word, headers: { n: String(n) } })
+    },
+    outputs,
+  })
+}
+
+/** A sink that must not be called through send(). */
+function encodedOnly(sendEncoded: (records: EncodedRecords) => Promise<void>): OutputSink {
+  return { name: 'encoded-only', send: () => Promise.reject(new Error('send() called on a sink with sendEncoded')), sendEncoded, close: async () => undefined }
+}
+
+describe('outputs: sinks that take the binary form (sendEncoded)', () => {
+  it('get the outbox\'s records undecoded, in order, across entries and partial deliveries; each view is the record\'s encoding', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 120)
+    // Fill the outbox with a sink that never confirms, and read what it holds.
+    const held = twoTopics(dir, log, { sink: { name: 'stalled', send: () => new Promise(() => undefined), close: async () => undefined }, closeTimeoutMs: 1 })
+    await held.start()
+    await held.catchUp()
+    await held.close()
+    const store = await PartitionStore.open({ path: join(dir, 'store'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
+    const expected = (await readOutbox(store)).map((r) => encodeOutboxRecord(r))
+    await store.close()
+    expect(expected).toHaveLength(240)
+
+    const got: Buffer[] = []
+    const sizes: number[] = []
+    // 240 records in entries of 100 (50 events each), sent 35 at a time: sends
+    // that end inside an entry and sends that span two.
+    const p = twoTopics(dir, log, {
+      maxBatchRecords: 35,
+      sink: encodedOnly(async (records) => {
+        sizes.push(records.length)
+        for (let i = 0; i < records.length; i++) {
+          const record = records.record(i)
+          expect(records.topic(i)).toBe(record.topic)
+          expect(records.bytes(i).equals(encodeOutboxRecord(record))).toBe(true)
+          got.push(Buffer.from(records.bytes(i)))
+        }
+        expect(() => records.topic(records.length)).toThrow(RangeError)
+        expect(() => records.bytes(-1)).toThrow(RangeError)
+      }),
+    })
+    await p.start()
+    await p.flushOutputs()
+    await p.close()
+    await log.close()
+    expect(sizes).toEqual([35, 35, 35, 35, 35, 35, 30])
+    expect(got).toEqual(expected)
+    const after = await PartitionStore.open({ path: join(dir, 'store'), states: [counts, OUTBOX_STATE, DEDUPE_STATE] })
+    expect(await readOutbox(after)).toEqual([])
+    await after.close()
+  })
+
+  it('fileLogSink appends the outbox\'s bytes: its logs decode to the records emitted, per topic in order', async () => {
+    const dir = tempDir()
+    const log = await wordLog(join(dir, 'log'), 60)
+    const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+    expect(typeof sink.sendEncoded).toBe('function')
+    const p = twoTopics(dir, log, { sink, maxBatchRecords: 7 })
+    await p.start()
+    await p.catchUp()
+    await p.flushOutputs()
+    await p.close()
+    await sink.close()
+    await log.close()
+    const codec = outboxRecordCodec()
+    const read = async (topic: string): Promise<OutboxRecord[]> => {
+      const out = await openFileLog(join(dir, 'out', topic))
+      const records: OutboxRecord[] = []
+      for await (const e of out.read(0n)) records.push(codec.decode(e.data))
+      await out.close()
+      return records
+    }
+    const all = await read('all')
+    expect(all.map((r) => r.value!.toString())).toEqual(Array.from({ length: 60 }, (_, i) => ['a', 'f', 'd', 'b', 'g', 'e', 'c'][i % 7]))
+    expect(all.map((r) => r.headers.n!.toString()).slice(0, 8)).toEqual(['1', '1', '1', '1', '1', '1', '1', '2'])
+    const byKey = new Map<string, string[]>()
+    for (const r of [...await read('even'), ...await read('odd')]) byKey.set(r.key!.toString(), [...byKey.get(r.key!.toString()) ?? [], r.value!.toString()])
+    for (const [, values] of byKey) expect(values.map(Number).sort((x, y) => x - y)).toEqual(values.map((_, i) => i + 1))
+    expect([...byKey.values()].flat()).toHaveLength(60)
+  })
+
+  for (const path of ['sendEncoded', 'send'] as const) {
+    it(`a damaged record in an outbox entry stops delivery before any of its batch is sent (${path})`, async () => {
+      const dir = tempDir()
+      const store = await PartitionStore.open({ path: join(dir, 'store'), states: [OUTBOX_STATE, DEDUPE_STATE] })
+      const writer = new OutboxChunkWriter()
+      writer.append('tm1:j:words:0:0:0', 'out', -1, 'k', 'v1', undefined, undefined)
+      writer.append('tm1:j:words:0:1:0', 'out', -1, 'k', 'v2', undefined, undefined)
+      const bytes = Buffer.from(writer.bytes())
+      // The second record's value length one byte too short: trailing bytes after it.
+      const second = bytes.indexOf('v2') - 4
+      bytes.writeInt32BE(1, second)
+      const tx = store.transaction()
+      tx.value(OUTBOX_STATE).put(outboxKey('words', 0, 0n, 0), bytes)
+      await tx.commitWithoutPosition()
+      let calls = 0
+      const sink: OutputSink = { name: 'counting', send: async () => { calls++ }, close: async () => undefined }
+      if (path === 'sendEncoded') sink.sendEncoded = async () => { calls++ }
+      let failedWith!: (error: unknown) => void
+      const failed = new Promise<unknown>((resolve) => { failedWith = resolve })
+      const publisher = new OutboxPublisher({ store, outputs: resolveOutputs({ sink })!, onStoreFailed: failedWith })
+      await publisher.start()
+      expect(await failed).toMatchObject({ message: expect.stringMatching(/output record truncated/) })
+      await publisher.close()
+      expect(calls).toBe(0)
+      await store.close()
+    })
+  }
+
+  it('outputs.sink.sendEncoded must be a function when set', () => {
+    const sink = { name: 'x', send: async () => undefined, close: async () => undefined, sendEncoded: 'yes' } as unknown as OutputSink
+    expect(() => resolveOutputs({ sink })).toThrow(/outputs\.sink\.sendEncoded must be a function/)
+  })
+})
