@@ -186,11 +186,7 @@ class RecordReader {
 const MAX_REUSED_TEXT = 64
 
 function sameBytes(b: Buffer, x: number, y: number, n: number): boolean {
-  return sameBytesIn(b, x, b, y, n)
-}
-
-function sameBytesIn(a: Buffer, x: number, b: Buffer, y: number, n: number): boolean {
-  for (let i = 0; i < n; i++) if (a[x + i] !== b[y + i]) return false
+  for (let i = 0; i < n; i++) if (b[x + i] !== b[y + i]) return false
   return true
 }
 
@@ -292,26 +288,24 @@ function asBuffer(bytes: Uint8Array): Buffer {
  * outbox entry (decodeOutboxChunk or frameOutboxChunk passed it).
  */
 export function outboxRecordIdAt(chunk: Buffer, start: number): string {
-  const n = chunk.readUInt16BE(start + 8)
-  return chunk.toString('utf8', start + 10, start + 10 + n)
+  const reader = new RecordReader(chunk)
+  reader.begin(start + 4, start + 4 + chunk.readUInt32BE(start))
+  return reader.text()
 }
 
 /**
  * A batch of checked records in their binary form, each a view of the
  * outbox entry it is framed in: the EncodedRecords a sink's sendEncoded()
- * gets. Nothing is decoded unless the sink asks; the topic of a record is
- * compared with the one before it and reused when its bytes are the same
- * (a job emits to few topics).
+ * gets. Nothing is decoded unless the sink asks; a topic is read through
+ * RecordReader's text cache (a job emits to few topics).
  */
 export class EncodedBatch implements EncodedRecords {
   readonly #chunks: Buffer[] = []
   /** Per record: where its binary form starts and ends in its chunk (length prefix excluded). */
   readonly #at: number[] = []
   readonly #end: number[] = []
-  #topicChunk: Buffer | undefined
-  #topicAt = 0
-  #topicLength = -1
-  #topic = ''
+  /** The reader of the last chunk a topic was read from: its text cache reuses the topic string. */
+  #reader: RecordReader | undefined
 
   get length(): number {
     return this.#at.length
@@ -334,15 +328,11 @@ export class EncodedBatch implements EncodedRecords {
   topic(i: number): string {
     const at = this.#index(i)
     const b = this.#chunks[i]!
-    const topicAt = at + 6 + b.readUInt16BE(at + 4)
-    const n = b.readUInt16BE(topicAt)
-    const prev = this.#topicChunk
-    if (n === this.#topicLength && prev !== undefined && sameBytesIn(prev, this.#topicAt, b, topicAt + 2, n)) return this.#topic
-    this.#topic = b.toString('utf8', topicAt + 2, topicAt + 2 + n)
-    this.#topicChunk = b
-    this.#topicAt = topicAt + 2
-    this.#topicLength = n
-    return this.#topic
+    if (this.#reader?.b !== b) this.#reader = new RecordReader(b)
+    const reader = this.#reader
+    reader.begin(at, this.#end[i]!)
+    reader.skipText()
+    return reader.text(0)
   }
 
   bytes(i: number): Buffer {
