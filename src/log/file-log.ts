@@ -566,24 +566,40 @@ class LogCore {
   ): Promise<void> {
     const buffer = Buffer.allocUnsafe(bytes)
     let offset = 0
+    // The records that took effect have consecutive revisions from the
+    // first one's: counted as Numbers, one BigInt step per group rather than
+    // several per record.
+    let firstRevision: bigint | undefined
+    let count = 0
     for (let i = first; i < end; i++) {
       const revision = verdicts[i]
-      if (revision !== undefined) offset = encodeRecordInto(buffer, offset, revision, entries[i]!.data)
+      if (revision === undefined) continue
+      firstRevision ??= revision
+      offset = encodeRecordInto(buffer, offset, revision, entries[i]!.data)
+      count++
     }
     const { segment, file } = writer
     const start = segment.knownPos
     await this.#io('append', () => writeAll(file, buffer, start))
+    if (firstRevision === undefined) return
     // Only now: after a failed write the segment's known end stays where it
     // was, and the next catch-up under the lock keeps the whole records the
     // write left (its callers got the error: the outcome is unknown, as it
-    // was for a single append) and cuts a torn one.
+    // was for a single append) and cuts a torn one. What #learn() does for
+    // each record, for the run at once.
+    const positions = segment.positions
+    let slot = Number(firstRevision - segment.base)
     let pos = start
     for (let i = first; i < end; i++) {
-      const revision = verdicts[i]
-      if (revision === undefined) continue
-      const recordEnd = pos + RECORD_HEADER_BYTES + entries[i]!.data.byteLength
-      this.#learn(segment, { revision, pos, end: recordEnd })
-      pos = recordEnd
+      if (verdicts[i] === undefined) continue
+      if (slot === positions.length * INDEX_STRIDE) positions.push(pos)
+      slot++
+      pos += RECORD_HEADER_BYTES + entries[i]!.data.byteLength
+    }
+    const last = firstRevision + BigInt(count - 1)
+    if (last >= segment.knownRevision) {
+      segment.knownRevision = last + 1n
+      segment.knownPos = pos
     }
   }
 

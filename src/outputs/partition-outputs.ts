@@ -4,8 +4,8 @@ import type { StateDefinition } from '../store/state.js'
 import type { Transaction, ValueView } from '../store/transaction.js'
 import { formatRecordId, parseRecordId, RECORD_ID_HEADER, upstreamKey } from './id.js'
 import type { ResolvedOutputs } from './options.js'
-import { OutboxPublisher } from './publisher.js'
-import { decodeOutboxChunk, OutboxChunkWriter, outboxKey } from './record.js'
+import { OutboxPublisher, type CommittedEntry } from './publisher.js'
+import { decodeOutboxChunk, OutboxChunkWriter, outboxKey, outboxKeyAt } from './record.js'
 import { DEDUPE_STATE, OUTBOX_STATE, RESERVED_STATE_NAMES } from './states.js'
 import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputSink, OutputsEvent } from './types.js'
 
@@ -40,8 +40,8 @@ export interface PartitionOutputsOptions {
 export class PartitionOutputs {
   readonly #o: PartitionOutputsOptions
   #publisher: OutboxPublisher | undefined
-  /** Records and bytes emitted per outbox entry (per transaction), not committed yet, oldest first; offset: its last record's event. */
-  readonly #uncommitted: Array<{ offset: bigint; records: number; bytes: number }> = []
+  /** The outbox entries (one per transaction, or more past MAX_CHUNK_BYTES) not committed yet, oldest first. */
+  readonly #uncommitted: Pending[] = []
   /** The outbox entry that the transaction being processed emits into. */
   #chunk: Chunk | undefined
   /** The last topic that passed the topic checks (a job emits to few topics: checked once each in a row). */
@@ -163,15 +163,18 @@ export class PartitionOutputs {
     if (!tx.isOpen) throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', 'ctx.emit(): the batch of this event is committing or done; emit while the handler runs (before it returns, or before the promise it returns settles)')
     let chunk = this.#chunk
     if (chunk === undefined || chunk.tx !== tx || chunk.writer.byteLength >= MAX_CHUNK_BYTES) {
-      const pending = { offset, records: 0, bytes: 0 }
+      const key = outboxKey(this.#o.topic, this.#o.partition, offset, index)
+      const writer = new OutboxChunkWriter()
+      const pending: Pending = { key, writer, offset, index, records: 0, bytes: 0 }
       this.#uncommitted.push(pending)
-      const created: Chunk = { tx, view: tx.value(OUTBOX_STATE), key: outboxKey(this.#o.topic, this.#o.partition, offset, index), writer: new OutboxChunkWriter(), pending }
+      const created: Chunk = { tx, view: tx.value(OUTBOX_STATE), key, writer, pending }
       // Put once, whole, when the batch commits (at each attempt).
       tx.beforeCommit(() => { created.view.put(created.key, created.writer.bytes()) })
       chunk = this.#chunk = created
     }
     const bytes = chunk.writer.append(id, topic, partition, key, value, names, headers)
     chunk.pending.offset = offset
+    chunk.pending.index = index
     chunk.pending.records++
     chunk.pending.bytes += bytes
     return id
@@ -206,12 +209,16 @@ export class PartitionOutputs {
   committed(offset: bigint): void {
     let records = 0
     let bytes = 0
+    const entries: CommittedEntry[] = []
     while (this.#uncommitted.length > 0 && this.#uncommitted[0]!.offset <= offset) {
       const e = this.#uncommitted.shift()!
       records += e.records
       bytes += e.bytes
+      // The entry as the commit put it (no append follows: its transaction
+      // closed), so that the publisher need not read it back from the store.
+      entries.push({ key: e.key, lastKey: outboxKeyAt(e.key, e.offset, e.index), value: e.writer.bytes(), starts: e.writer.starts() })
     }
-    if (records > 0) this.#publisher?.committed(records, bytes)
+    if (records > 0) this.#publisher?.committed(records, bytes, entries)
     this.#depth()
   }
 
@@ -316,7 +323,17 @@ interface Chunk {
   readonly key: Buffer
   readonly writer: OutboxChunkWriter
   /** Its entry in #uncommitted. */
-  readonly pending: { offset: bigint; records: number; bytes: number }
+  readonly pending: Pending
+}
+
+/** An outbox entry emitted and not committed yet: (offset, index) of its last record, its records and their bytes. */
+interface Pending {
+  readonly key: Buffer
+  readonly writer: OutboxChunkWriter
+  offset: bigint
+  index: number
+  records: number
+  bytes: number
 }
 
 /** A transaction's emits past this many bytes go on in a new outbox entry, so that no entry (nor a delivery's rewrite of one) grows without bound. */

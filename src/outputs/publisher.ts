@@ -2,7 +2,7 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import { prefixEnd } from '../store/keys.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { ResolvedOutputs } from './options.js'
-import { decodeOutboxChunk, EncodedBatch, frameOutboxChunk, outboxChunkSize, outboxChunkTail, outboxRecordIdAt } from './record.js'
+import { decodeOutboxChunk, EncodedBatch, frameOutboxChunk, outboxChunkSize, outboxChunkTail, outboxKeyAt, outboxRecordIdAt } from './record.js'
 import { OUTBOX_STATE } from './states.js'
 import type { OutboxRecord, OutputsEvent } from './types.js'
 
@@ -60,6 +60,8 @@ export class OutboxPublisher {
   readonly #queue: QueuedEntry[] = []
   /** Records of #queue not delivered. */
   #queued = 0
+  /** Bytes of the entries in #queue. */
+  #queuedBytes = 0
   /**
    * The key of the last record of the last entry read into #queue: the next
    * read starts after it. A scan from the start would walk every tombstone the deletes left
@@ -69,6 +71,26 @@ export class OutboxPublisher {
    * position), and the rest of an entry put again sorts before the next entry.
    */
   #readAfter: Uint8Array | undefined
+  /**
+   * The store holds no outbox entry after #readAfter that is not in #queue:
+   * the last scan reached the outbox's end and no commit was announced
+   * while it ran. Then committed() queues the entries a commit put as they
+   * are (they need not be read back, nor checked: they were never written
+   * out and read in), and #fill() has nothing to read. An entry that cannot
+   * be queued so (a scan runs, the queue is at its bound) clears it: the
+   * next #fill() scans again from #readAfter.
+   */
+  #tailing = false
+  /**
+   * The key of the first entry a commit of this process put (committed()):
+   * entries from it on were encoded here and are only framed when read
+   * back; those found at start (a restart, a restore) are checked record by
+   * record (frameOutboxChunk).
+   */
+  #trustedFrom: Uint8Array | undefined
+  #scanning = false
+  /** A commit was announced while a scan ran: that scan may not have seen it. */
+  #missed = false
 
   constructor(options: OutboxPublisherOptions) {
     this.#store = options.store
@@ -98,11 +120,28 @@ export class OutboxPublisher {
     this.#loop = this.#run()
   }
 
-  /** A commit added records to the outbox: counts them and wakes the loop. */
-  committed(records: number, bytes: number): void {
+  /**
+   * A commit added records to the outbox: counts them and wakes the loop.
+   * `entries`: the outbox entries it put, in key order (queued without a
+   * read of the store when delivery has caught up, see #tailing).
+   */
+  committed(records: number, bytes: number, entries: readonly CommittedEntry[] = []): void {
     this.#records += records
     this.#bytes += bytes
     this.#checkFull()
+    if (this.#scanning) this.#missed = true
+    if (this.#trustedFrom === undefined && entries.length > 0) this.#trustedFrom = entries[0]!.key
+    for (const e of entries) {
+      if (!this.#tailing) break
+      // Read already by a scan that began after this commit was written.
+      if (this.#readAfter !== undefined && Buffer.compare(e.lastKey, this.#readAfter) <= 0) continue
+      if (this.#queueFull()) {
+        // Left in the store: the next fill reads it (and what follows).
+        this.#tailing = false
+        break
+      }
+      this.#enqueue(e.key, e.value, e.starts, e.lastKey)
+    }
     this.notify()
   }
 
@@ -271,8 +310,20 @@ export class OutboxPublisher {
     }
   }
 
-  /** Reads entries after #readAfter into #queue until it holds a send's worth of records or the outbox ends. */
+  /** Reads entries after #readAfter into #queue until the outbox ends or the queue is full (#queueFull), unless nothing is left to read (#tailing). */
   async #fill(): Promise<void> {
+    if (this.#tailing) return
+    this.#scanning = true
+    this.#missed = false
+    try {
+      this.#tailing = await this.#scan() && !this.#missed
+    } finally {
+      this.#scanning = false
+    }
+  }
+
+  /** #fill()'s read of the store; true when it reached the outbox's end. */
+  async #scan(): Promise<boolean> {
     const prefix = OUTBOX_STATE.prefix
     // The store's own range scan: a fresh transaction's entries() has no
     // writes to lay over it, and cost two more async generators and a key
@@ -282,18 +333,34 @@ export class OutboxPublisher {
       const k = key.subarray(prefix.length)
       // A sink that takes the binary form gets the records checked, not
       // decoded: decoding was most of a delivery's cost on this thread.
-      let records: OutboxRecord[] | undefined
-      let starts: number[]
-      if (this.#encoded) starts = frameOutboxChunk(value)
-      else ({ records, starts } = decodeOutboxChunk(value))
-      const count = starts.length - 1
-      this.#queue.push({ key: k, value, records, starts, count, next: 0 })
-      this.#queued += count
-      // Its last record's key: the rest of an entry put again after a partial
-      // delivery sorts at or before it, so no read takes that rest twice.
-      this.#readAfter = count === 0 ? k : restKey(k, outboxRecordIdAt(value, starts[count - 1]!))
-      if (this.#queued >= this.#o.maxBatchRecords) break
+      const starts = this.#encoded ? frameOutboxChunk(value, this.#trustedFrom === undefined || Buffer.compare(k, this.#trustedFrom) < 0) : undefined
+      this.#enqueue(k, value, starts, undefined)
+      // Read on to the end within the queue's bound, so that delivery that
+      // keeps up goes on without reads (#tailing).
+      if (this.#queueFull()) return false
     }
+    return true
+  }
+
+  /** #queue holds what it may (QUEUE_SENDS sends' worth of records, QUEUE_BYTES): the rest waits in the store. */
+  #queueFull(): boolean {
+    return this.#queued >= QUEUE_SENDS * this.#o.maxBatchRecords || this.#queuedBytes >= QUEUE_BYTES
+  }
+
+  /**
+   * Queues an outbox entry (starts: its checked starts[], or undefined to
+   * decode it) and moves #readAfter to its last record's key (`lastKey`,
+   * or read from the entry): the rest of an entry put again after a partial
+   * delivery sorts at or before it, so no read takes that rest twice.
+   */
+  #enqueue(key: Uint8Array, value: Buffer, starts: number[] | undefined, lastKey: Uint8Array | undefined): void {
+    let records: OutboxRecord[] | undefined
+    if (!this.#encoded) ({ records, starts } = decodeOutboxChunk(value))
+    const count = starts!.length - 1
+    this.#queue.push({ key, value, records, starts: starts!, count, next: 0 })
+    this.#queued += count
+    this.#queuedBytes += value.length
+    this.#readAfter = lastKey ?? (count === 0 ? key : restKey(key, outboxRecordIdAt(value, starts![count - 1]!)))
   }
 
   /** The next send: up to maxBatchRecords records from the front of #queue (left there until delivered). */
@@ -339,7 +406,7 @@ export class OutboxPublisher {
           view.put(entry.key, outboxChunkTail(entry.value, entry.starts[to]!, entry.count - to))
           entry.next = to
         } else {
-          this.#queue.shift()
+          this.#queuedBytes -= this.#queue.shift()!.value.length
         }
       }
     } catch (error) {
@@ -397,13 +464,25 @@ interface Batch {
  * record's id, whose last two fields are that offset and index.
  */
 function restKey(key: Uint8Array, id: string): Buffer {
-  const out = Buffer.from(key)
   const j = id.lastIndexOf(':')
   const i = id.lastIndexOf(':', j - 1)
-  out.writeBigUInt64BE(BigInt(id.slice(i + 1, j)), out.length - 12)
-  out.writeUInt32BE(Number(id.slice(j + 1)), out.length - 4)
-  return out
+  return outboxKeyAt(key, BigInt(id.slice(i + 1, j)), Number(id.slice(j + 1)))
 }
+
+/** An outbox entry as a commit put it (see committed()). */
+export interface CommittedEntry {
+  /** Its key in the outbox state: outboxKey() of its first record. */
+  readonly key: Uint8Array
+  /** outboxKey() of its last record. */
+  readonly lastKey: Uint8Array
+  readonly value: Buffer
+  /** Its starts[] (see OutboxChunk). */
+  readonly starts: number[]
+}
+
+/** #queue holds up to this many sends' worth of records and this many bytes of entries (it may pass them by one entry). */
+const QUEUE_SENDS = 8
+const QUEUE_BYTES = 16 * 1024 * 1024
 
 /** Where the outbox state's keys end. */
 const OUTBOX_END = prefixEnd(OUTBOX_STATE.prefix)
