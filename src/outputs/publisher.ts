@@ -480,9 +480,9 @@ export interface CommittedEntry {
   readonly starts: number[]
 }
 
-/** #queue holds up to this many sends' worth of records and this many bytes of entries (it may pass them by one entry). */
+/** #queue holds up to this many sends' worth of records and this many bytes of entries (it may pass them by one entry): per partition, so a process with many partitions keeps a few MiB of each in memory at most. */
 const QUEUE_SENDS = 8
-const QUEUE_BYTES = 16 * 1024 * 1024
+const QUEUE_BYTES = 4 * 1024 * 1024
 
 /** Where the outbox state's keys end. */
 const OUTBOX_END = prefixEnd(OUTBOX_STATE.prefix)
