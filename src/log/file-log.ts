@@ -570,13 +570,13 @@ class LogCore {
     // first one's: counted as Numbers, one BigInt step per group rather than
     // several per record.
     let firstRevision: bigint | undefined
-    let count = 0
+    let last = -1n
     for (let i = first; i < end; i++) {
       const revision = verdicts[i]
       if (revision === undefined) continue
       firstRevision ??= revision
       offset = encodeRecordInto(buffer, offset, revision, entries[i]!.data)
-      count++
+      last = revision
     }
     const { segment, file } = writer
     const start = segment.knownPos
@@ -596,7 +596,6 @@ class LogCore {
       slot++
       pos += RECORD_HEADER_BYTES + entries[i]!.data.byteLength
     }
-    const last = firstRevision + BigInt(count - 1)
     if (last >= segment.knownRevision) {
       segment.knownRevision = last + 1n
       segment.knownPos = pos

@@ -1,7 +1,7 @@
 import { TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import type { Transaction, ValueView } from '../store/transaction.js'
+import type { Transaction } from '../store/transaction.js'
 import { formatRecordId, parseRecordId, RECORD_ID_HEADER, upstreamKey } from './id.js'
 import type { ResolvedOutputs } from './options.js'
 import { OutboxPublisher, type CommittedEntry } from './publisher.js'
@@ -162,17 +162,18 @@ export class PartitionOutputs {
     // record appended after that would be lost without a word: refused here.
     if (!tx.isOpen) throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', 'ctx.emit(): the batch of this event is committing or done; emit while the handler runs (before it returns, or before the promise it returns settles)')
     let chunk = this.#chunk
-    if (chunk === undefined || chunk.tx !== tx || chunk.writer.byteLength >= MAX_CHUNK_BYTES) {
+    if (chunk === undefined || chunk.tx !== tx || chunk.pending.writer.byteLength >= MAX_CHUNK_BYTES) {
       const key = outboxKey(this.#o.topic, this.#o.partition, offset, index)
       const writer = new OutboxChunkWriter()
       const pending: Pending = { key, writer, offset, index, records: 0, bytes: 0 }
       this.#uncommitted.push(pending)
-      const created: Chunk = { tx, view: tx.value(OUTBOX_STATE), key, writer, pending }
+      const view = tx.value(OUTBOX_STATE)
       // Put once, whole, when the batch commits (at each attempt).
-      tx.beforeCommit(() => { created.view.put(created.key, created.writer.bytes()) })
+      tx.beforeCommit(() => { view.put(key, writer.bytes()) })
+      const created: Chunk = { tx, pending }
       chunk = this.#chunk = created
     }
-    const bytes = chunk.writer.append(id, topic, partition, key, value, names, headers)
+    const bytes = chunk.pending.writer.append(id, topic, partition, key, value, names, headers)
     chunk.pending.offset = offset
     chunk.pending.index = index
     chunk.pending.records++
@@ -315,19 +316,15 @@ class HandlerScope extends EmitScope implements HandlerContext {
   }
 }
 
-/** The outbox entry of one transaction's emits (see OutboxChunkWriter). */
+/** The outbox entry that one transaction's emits go to: its entry in #uncommitted. */
 interface Chunk {
   readonly tx: Transaction
-  readonly view: ValueView<Uint8Array, Uint8Array>
-  /** outboxKey() of its first record. */
-  readonly key: Buffer
-  readonly writer: OutboxChunkWriter
-  /** Its entry in #uncommitted. */
   readonly pending: Pending
 }
 
-/** An outbox entry emitted and not committed yet: (offset, index) of its last record, its records and their bytes. */
+/** An outbox entry emitted and not committed yet (see OutboxChunkWriter): (offset, index) of its last record, its records and their bytes. */
 interface Pending {
+  /** outboxKey() of its first record. */
   readonly key: Buffer
   readonly writer: OutboxChunkWriter
   offset: bigint

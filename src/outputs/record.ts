@@ -525,14 +525,6 @@ export function outboxRecordCodec(): Codec<OutboxRecord> {
  * source partition, u64 offset, u32 index (big-endian), so that a scan
  * delivers in (source partition, offset, index) order.
  */
-/** The outbox key of the record (offset, index) of the same source partition as `key` (an outboxKey()). */
-export function outboxKeyAt(key: Uint8Array, offset: bigint, index: number): Buffer {
-  const out = Buffer.from(key)
-  out.writeBigUInt64BE(offset, out.length - 12)
-  out.writeUInt32BE(index, out.length - 4)
-  return out
-}
-
 export function outboxKey(topic: string, partition: number, offset: bigint, index: number): Buffer {
   const t = Buffer.from(topic, 'utf8')
   const key = Buffer.allocUnsafe(2 + t.length + 4 + 8 + 4)
@@ -542,4 +534,12 @@ export function outboxKey(topic: string, partition: number, offset: bigint, inde
   at = key.writeBigUInt64BE(offset, at)
   key.writeUInt32BE(index, at)
   return key
+}
+
+/** The outbox key of the record (offset, index) of the same source partition as `key` (an outboxKey()). */
+export function outboxKeyAt(key: Uint8Array, offset: bigint, index: number): Buffer {
+  const out = Buffer.from(key)
+  out.writeBigUInt64BE(offset, out.length - 12)
+  out.writeUInt32BE(index, out.length - 4)
+  return out
 }
