@@ -10,16 +10,17 @@
  * every leaseMs / 3); the bench holds a long lease so that none falls into
  * a measured window, and reports the default's rate beside.
  *
- * Prints one JSON line and writes it to bench/.last-requests.json (or
- * TIDEMARK_REQUESTS_FILE); `npm run readme:cost` (scripts/readme-cost.ts)
+ * Prints one JSON line and saves it with the other benches' figures
+ * (bench/results/requests.json, committed; TIDEMARK_REQUESTS_FILE writes a
+ * copy elsewhere too); `npm run readme:cost` (scripts/readme-cost.ts)
  * turns it into the README's "What it costs at scale".
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, valueState, type SnapshotSettings } from '../src/index.js'
 import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
 import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
+import { saveFigures } from './_figures.js'
 import { benchDir, emit, intFlags, loadAvg, round } from './_util.js'
 import { benchS3 } from './snapshot.js'
 
@@ -142,8 +143,12 @@ export async function run(args: string[]): Promise<void> {
       node: process.version,
     }
     emit(line)
-    // For `npm run readme:cost`, which computes the README's cost table from it.
-    writeFileSync(process.env.TIDEMARK_REQUESTS_FILE ?? fileURLToPath(new URL('.last-requests.json', import.meta.url)), `${JSON.stringify(line)}\n`)
+    // For `npm run readme:cost` (the README's cost table) and `npm run
+    // readme:bench` (the bench table), like every bench's figures: in
+    // bench/results, which is committed, so that a fresh clone regenerates
+    // the same tables (this line used to go to an ignored file only).
+    saveFigures('requests', args, line)
+    if (process.env.TIDEMARK_REQUESTS_FILE !== undefined) writeFileSync(process.env.TIDEMARK_REQUESTS_FILE, `${JSON.stringify(line)}\n`)
     await log.close()
   } finally {
     await s3.close()

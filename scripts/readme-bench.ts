@@ -9,8 +9,8 @@
 //   npm run bench -- commit && npm run bench -- restore && … && npm run readme:bench
 //   npm run readme:bench -- [--figures DIR] [--readme FILE] [--requests FILE]
 //
-// The requests bench's line is read where it leaves it for readme:cost
-// (bench/.last-requests.json, or TIDEMARK_REQUESTS_FILE, or --requests).
+// The requests bench's line is bench/results/requests.json like the others;
+// --requests or TIDEMARK_REQUESTS_FILE names another file to read it from.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -355,10 +355,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({ args: process.argv.slice(2), options: { figures: { type: 'string' }, readme: { type: 'string' }, requests: { type: 'string' } }, strict: true })
   const dir = values.figures ?? process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'bench', 'results')
   const readmePath = values.readme ?? join(ROOT, 'README.md')
-  // The requests bench leaves its line where `npm run readme:cost` reads it.
-  const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE ?? join(ROOT, 'bench', '.last-requests.json')
+  // Another copy of the requests bench's line, read when bench/results has none.
+  const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE
   try {
-    const figures = readFigures(dir, { requests })
+    const figures = readFigures(dir, requests === undefined ? {} : { requests })
     writeFileSync(readmePath, replaceBenchBlock(readFileSync(readmePath, 'utf8'), renderBenchBlock(figures)))
     const missing = ROWS.map((r) => r.name).filter((n) => !figures.has(n))
     console.log(`${readmePath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)

@@ -1,6 +1,6 @@
 // Rewrites the block between <!-- cost:start --> and <!-- cost:end --> in
 // README.md from the request counts of the last `npm run bench -- requests`
-// (bench/.last-requests.json, or the path given as the first argument or in
+// (bench/results/requests.json, or the path given as the first argument or in
 // TIDEMARK_REQUESTS_FILE) and the published prices below, so that no figure
 // in the README is typed by hand.
 //
@@ -51,7 +51,7 @@ interface Bench {
   node: string
 }
 
-const file = process.argv[2] ?? process.env.TIDEMARK_REQUESTS_FILE ?? join(ROOT, 'bench/.last-requests.json')
+const file = process.argv[2] ?? process.env.TIDEMARK_REQUESTS_FILE ?? join(ROOT, 'bench/results/requests.json')
 let b: Bench
 try {
   b = JSON.parse(readFileSync(file, 'utf8')) as Bench

@@ -130,4 +130,17 @@ describe('renderBenchBlock', () => {
     writeFileSync(join(dir, 'commit.json'), '{"bench": ')
     expect(() => readFigures(dir)).toThrow(/commit\.json is not JSON/)
   })
+
+  it('the README in the repository shows what the committed figure files say, and every bench has one', () => {
+    // A bench whose figures stay out of bench/results (the requests bench's
+    // went to an ignored file until 2026-12-03) reads "not measured" in every
+    // fresh clone; and a figure file replaced without `npm run readme:bench`
+    // leaves the README behind it.
+    const figures = readFigures(join(ROOT, 'bench', 'results'))
+    expect(Object.keys(TARGETS).filter((name) => !figures.has(name))).toEqual([])
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const block = readme.slice(readme.indexOf(START), readme.indexOf(END) + END.length)
+    expect(block).toBe(renderBenchBlock(figures))
+    expect(block).not.toContain('not measured')
+  })
 })
