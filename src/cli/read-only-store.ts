@@ -42,10 +42,26 @@ export async function withReadOnlyStore<T>(path: string, fn: (store: PartitionSt
   try {
     const copy = join(temp, 'store')
     await copyStore(path, copy)
-    return await withOpenStore(copy, undefined, fn)
+    try {
+      return await withOpenStore(copy, undefined, fn)
+    } catch (err) {
+      throw namingOriginal(err, copy, path)
+    }
   } finally {
     await rm(temp, { recursive: true, force: true })
   }
+}
+
+/**
+ * An error about the copy, told about the user's store: the temporary
+ * directory means nothing to the user and is gone once the command ends
+ * (`state get DIR k --state nostate` named it). Code, retriable and cause
+ * stay; the message and the string details name `original`.
+ */
+function namingOriginal(err: unknown, copy: string, original: string): unknown {
+  if (!(err instanceof TidemarkError) || !err.message.includes(copy)) return err
+  const details = Object.fromEntries(Object.entries(err.details).map(([k, v]) => [k, typeof v === 'string' ? v.replaceAll(copy, original) : v]))
+  return new TidemarkError(err.code, err.message.replaceAll(copy, original), { cause: err, details, retriable: err.retriable })
 }
 
 async function copyStore(from: string, to: string): Promise<void> {

@@ -147,7 +147,7 @@ export class PartitionOutputs {
       this.#checkedTopic = topic
     }
     const partition = record.partition === undefined ? -1 : record.partition
-    if (!Number.isInteger(partition) || partition < -1 || partition > 2 ** 31 - 1) throw new RangeError(`emit(record): record.partition must be a non-negative integer, got ${partition}`)
+    if (!Number.isInteger(partition) || partition < -1 || partition > 2 ** 31 - 1) throw new RangeError(`emit(record): record.partition must be an integer from 0 to 2147483647, or -1 (or absent) to let the sink choose by key, got ${partition}`)
     const headers = record.headers
     let names: string[] | undefined
     if (headers !== undefined) {

@@ -54,6 +54,15 @@ describe('emit refuses a record it could never deliver', () => {
     await sink.close()
   })
 
+  it('record.partition: -1 or absent lets the sink choose; anything else outside 0..2^31-1 is a RangeError saying so', async () => {
+    for (const partition of [-2, 1.5, 2 ** 31, Number.NaN]) {
+      const error = await emitOne({ topic: 'o', value: 'v', partition })
+      expect(error, String(partition)).toBeInstanceOf(RangeError)
+      expect((error as Error).message).toBe(`emit(record): record.partition must be an integer from 0 to 2147483647, or -1 (or absent) to let the sink choose by key, got ${partition}`)
+    }
+    for (const partition of [-1, 0, 2 ** 31 - 1, undefined]) expect(await emitOne({ topic: 'o', value: 'v', partition }), String(partition)).toBeUndefined()
+  })
+
   it('an unknown field and a header name over 65535 bytes are RangeErrors naming them', async () => {
     const unknown = await emitOne({ topic: 'o', valeu: 'x' })
     expect(unknown).toBeInstanceOf(RangeError)
