@@ -17,8 +17,11 @@
  * the same bytes as each record, at the end of a file, --appends times), the
  * file log with 1 writer, with 4 writers in this process (4 handles, as 4
  * synchronizer clients have), with 4 writers on one handle, and with 4 writer
- * processes. appendRatio1 = log 1 writer / raw (per round), groupRatio4 =
- * 4 writers / 1 writer (per round), medians with min and max.
+ * processes, taking turns through the lock file (the default) and relaying
+ * their appends to the lock's holder (`relay: true`). appendRatio1 = log 1
+ * writer / raw (per round), groupRatio4 = 4 writers / 1 writer (per round),
+ * groupRatio4Processes and groupRatio4ProcessesRelay likewise; medians with
+ * min and max.
  */
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -28,7 +31,7 @@ import { RECORD_HEADER_BYTES } from '../src/log/record.js'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { openKafkaLog } from '../connectors/kafka/index.js'
-import { openFileLog, type RevisionedLog } from '../src/log/index.js'
+import { openFileLog, type FileLogOptions, type RevisionedLog } from '../src/log/index.js'
 import { createStateSynchronizer, type StateSynchronizer } from '../src/sync/index.js'
 import { encodeUpdates } from '../src/sync/entry.js'
 import { saveFigures } from './_figures.js'
@@ -196,11 +199,11 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
       await Promise.all(logs.map((l) => l.close()))
     }
   }
-  const processes = async (writers: number): Promise<number> => {
+  const processes = async (writers: number, options: FileLogOptions = {}): Promise<number> => {
     const path = fresh()
     const children = Array.from({ length: writers }, (_, w) => {
       const mine = Math.floor(appends / writers) + (w < appends % writers ? 1 : 0)
-      const proc = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_append-writer.ts'), path, String(mine), String(entry.byteLength)], { stdio: ['pipe', 'pipe', 'inherit'] })
+      const proc = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_append-writer.ts'), path, String(mine), String(entry.byteLength), JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'inherit'] })
       const lines = createInterface({ input: proc.stdout })[Symbol.asyncIterator]()
       // Listened for now: a child may exit before the parent gets to wait for it.
       const exited = once(proc, 'exit')
@@ -225,24 +228,26 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
   // Warm-up, unreported: the JIT and the first files.
   await raw()
   await handles(1, 1)
-  const sides = { raw: [] as number[], one: [] as number[], fourHandles: [] as number[], fourShared: [] as number[], fourProcesses: [] as number[] }
-  const ratios = { append1: [] as number[], group4: [] as number[], group4Shared: [] as number[], group4Processes: [] as number[] }
+  const sides = { raw: [] as number[], one: [] as number[], fourHandles: [] as number[], fourShared: [] as number[], fourProcesses: [] as number[], fourProcessesRelay: [] as number[] }
+  const ratios = { append1: [] as number[], group4: [] as number[], group4Shared: [] as number[], group4Processes: [] as number[], group4ProcessesRelay: [] as number[] }
   for (let r = 0; r < rounds; r++) {
     // The order alternates, so that neither side always runs first.
-    const order = r % 2 === 0 ? (['raw', 'one', 'fourHandles', 'fourShared', 'fourProcesses'] as const) : (['fourProcesses', 'fourShared', 'fourHandles', 'one', 'raw'] as const)
+    const order = r % 2 === 0 ? (['raw', 'one', 'fourHandles', 'fourShared', 'fourProcesses', 'fourProcessesRelay'] as const) : (['fourProcessesRelay', 'fourProcesses', 'fourShared', 'fourHandles', 'one', 'raw'] as const)
     const got: Partial<Record<keyof typeof sides, number>> = {}
     for (const side of order) {
       got[side] = side === 'raw' ? await raw()
         : side === 'one' ? await handles(1, 1)
         : side === 'fourHandles' ? await handles(4, 4)
         : side === 'fourShared' ? await handles(1, 4)
-        : await processes(4)
+        : side === 'fourProcesses' ? await processes(4)
+        : await processes(4, { relay: true })
       sides[side].push(got[side])
     }
     ratios.append1.push(got.one! / got.raw!)
     ratios.group4.push(got.fourHandles! / got.one!)
     ratios.group4Shared.push(got.fourShared! / got.one!)
     ratios.group4Processes.push(got.fourProcesses! / got.one!)
+    ratios.group4ProcessesRelay.push(got.fourProcessesRelay! / got.one!)
   }
   const result = {
     bench: 'sync',
@@ -257,10 +262,12 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
     perSecond4: Math.round(median(sides.fourHandles)),
     perSecond4Shared: Math.round(median(sides.fourShared)),
     perSecond4Processes: Math.round(median(sides.fourProcesses)),
+    perSecond4ProcessesRelay: Math.round(median(sides.fourProcessesRelay)),
     ...prefixed('appendRatio1', pairedRatio(ratios.append1)),
     ...prefixed('groupRatio4', pairedRatio(ratios.group4)),
     ...prefixed('groupRatio4Shared', pairedRatio(ratios.group4Shared)),
     ...prefixed('groupRatio4Processes', pairedRatio(ratios.group4Processes)),
+    ...prefixed('groupRatio4ProcessesRelay', pairedRatio(ratios.group4ProcessesRelay)),
   }
   emit(result)
   // The README's row (npm run readme:bench): the append figures, which the issue's targets are about.

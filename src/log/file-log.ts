@@ -1,6 +1,7 @@
 import { link, mkdir, open, readdir, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { TidemarkError } from '../errors.js'
+import { NotRelayed, RelayClient, relayName, RelayServer, relaySupported, type RelayedEntry } from './append-relay.js'
 import { LockFile } from './lock-file.js'
 import { AbstractRevisionedLog, describe, type LogEntry } from './revisioned-log.js'
 import {
@@ -36,6 +37,18 @@ export interface FileLogOptions {
    * record is treated as an append in progress: not there yet.
    */
   readOnly?: boolean
+  /**
+   * Processes on one Linux host that open this log with the same options
+   * and `relay: true` send their appends to the process holding the append
+   * lock, over a local socket, and share its groups (one write, one
+   * fdatasync for all) instead of taking the lock in turn: several times
+   * the rate of processes that take turns (default false; see
+   * docs/sync.md). The cost: appends relayed to a holder that dies before
+   * answering fail with TIDEMARK_LOG_UNAVAILABLE (retriable), and may or may
+   * not be in the log, as after a failed write; without `relay` a peer's
+   * death never fails another process's append.
+   */
+  relay?: boolean
 }
 
 export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.freeze({
@@ -44,6 +57,7 @@ export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.free
   lockTimeoutMs: 10_000,
   maxRecordBytes: 64 * 1024 * 1024,
   readOnly: false,
+  relay: false,
 })
 
 const SEGMENT_NAME = /^(\d{20})\.seg$/
@@ -90,6 +104,15 @@ interface AppendGroup {
   written: FileHandle | undefined
   /** By #commit with `sync`: the flush of `written`, started as soon as the last write returned. */
   flushing: Promise<void> | undefined
+  /** Appended by the lock's holder in another process (append-relay.ts), which answered its entries. */
+  relayed?: true
+}
+
+interface RunningFlush {
+  file: FileHandle
+  done: Promise<void>
+  /** The flush for the groups written after `done` started; begins when it ends. */
+  next: Promise<void> | undefined
 }
 
 /**
@@ -298,10 +321,15 @@ export class FileLog extends AbstractRevisionedLog {
  * lock is taken again.
  *
  * The lock covers choosing the revisions and the write(2), never the flush:
- * the flush (fdatasync) of a group starts as soon as its write returned, and
- * the next group, or an appender in another process, writes while it runs,
- * so concurrent flushes of the file overlap and the file system commits them
- * together (ext4 batches them into one journal commit). A caller is answered
+ * the flush (fdatasync) of a group starts as soon as its write returned (or,
+ * while one of this core runs, when it ends: see #startFlush), and the next
+ * group, or an appender in another process, writes while it runs, so the
+ * flushes of several processes overlap and the file system commits them
+ * together (ext4 batches them into one journal commit).
+ *
+ * With `relay`, the cores of other processes send their groups to the core
+ * that holds the lock instead of waiting for it (append-relay.ts,
+ * #relayGroup), and it appends them as its own. A caller is answered
  * only when a flush that started after its record was written has finished.
  * fdatasync makes durable every write to the file that completed before it
  * started, whichever process made it; records are written in revision order
@@ -327,7 +355,15 @@ class LogCore {
   #busy = 0
   /** Flushes in flight: the writer's file is closed only after they end. */
   readonly #flushes = new Set<Promise<void>>()
+  /** The fdatasync running now, and the one that waits for it (see #startFlush). */
+  #flushing: RunningFlush | undefined
   #closed = false
+  /** Serves other processes' appends while this core holds the lock; started when it first takes it (null: none can be made here). */
+  #relayServer: RelayServer | undefined | null
+  /** Processes connected to #relayServer: while any is, the lock is kept (released only to a waiter that cannot relay). */
+  #relayClients = 0
+  /** The connection this core relays its appends over, to the holder it found when it last did not hold the lock. */
+  #relay: RelayClient | undefined
 
   constructor(dir: string, options: Readonly<Required<FileLogOptions>>) {
     this.dir = dir
@@ -427,9 +463,13 @@ class LogCore {
   }
 
   async close(): Promise<void> {
+    // Appends relayed to this core are answered first (they join its queue),
+    // and their senders told to append the rest themselves.
+    await this.#relayServer?.close()
     // Appends already queued finish (or fail) before the files close.
     await this.#queue.catch(() => {})
     this.#closed = true
+    this.#relay?.close()
     await this.#settleFlushes()
     if (this.#held) {
       this.#held = false
@@ -493,7 +533,7 @@ class LogCore {
     let group = this.#forming
     if (group === undefined || group.entries.length >= GROUP_MAX_ENTRIES || group.bytes + size > GROUP_MAX_BYTES) {
       const fresh: AppendGroup = { entries: [], bytes: 0, verdicts: [], decided: 0, written: undefined, flushing: undefined }
-      this.#locked(() => this.#commit(fresh)).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
+      this.#locked(() => this.#commit(fresh), fresh).then(() => this.#flush(fresh), (err: unknown) => this.#flush(fresh, err))
       // After #locked, which closes the group formed before it.
       this.#forming = group = fresh
     }
@@ -610,6 +650,7 @@ class LogCore {
    * acknowledged, the rest get the error.
    */
   async #flush(group: AppendGroup, error?: unknown): Promise<void> {
+    if (group.relayed) return
     const file = group.written
     if (!this.options.sync || file === undefined || group.decided === 0) return this.#answer(group, error)
     try {
@@ -622,16 +663,44 @@ class LogCore {
     this.#answer(group, error)
   }
 
-  /** A flush of `file`, counted in #flushes while it runs (the lock and the file stay until it ends). */
+  /**
+   * A flush of `file` that starts after what was written to it so far,
+   * counted in #flushes until it ends (the lock and the file stay until
+   * then). While one runs, the groups written meanwhile share the next one,
+   * started when it ends: one fdatasync per round instead of one per group.
+   * Each fdatasync took a thread-pool thread for its whole wait, so with
+   * one per group the writes of the next groups queued behind them (groups
+   * relayed by other processes, one entry each, ran at 0.8x one writer's
+   * rate).
+   */
   #startFlush(file: FileHandle): Promise<void> {
+    const running = this.#flushing
+    if (running !== undefined && running.file === file) {
+      if (running.next === undefined) {
+        const next = running.done.then(() => undefined, () => undefined).then(() => this.#startFlush(file))
+        running.next = next
+        this.#track(next)
+      }
+      return running.next
+    }
     const flushing = this.#io('append', () => file.datasync())
-    this.#flushes.add(flushing)
+    const entry: RunningFlush = { file, done: flushing, next: undefined }
+    this.#flushing = entry
+    this.#track(flushing, () => {
+      if (this.#flushing === entry) this.#flushing = undefined
+    })
+    return flushing
+  }
+
+  /** Counts `flush` in #flushes until it settles. */
+  #track(flush: Promise<void>, then?: () => void): void {
+    this.#flushes.add(flush)
     const done = (): void => {
-      this.#flushes.delete(flushing)
+      this.#flushes.delete(flush)
+      then?.()
       this.#releaseWhenIdle()
     }
-    flushing.then(done, done)
-    return flushing
+    flush.then(done, done)
   }
 
   /**
@@ -655,17 +724,22 @@ class LogCore {
    * of other processes and cutting a torn tail: nobody else can be writing
    * now, so an incomplete last record is a dead writer's.
    */
-  #locked<T>(work: () => Promise<T>): Promise<T> {
+  #locked<T>(work: () => Promise<T>, group?: AppendGroup): Promise<T | undefined> {
     // Appends called after this work must not join a group queued before it.
     this.#forming = undefined
     this.#busy += 1
-    const run = async (): Promise<T> => {
+    const run = async (): Promise<T | undefined> => {
       let failed = true
       try {
         if (this.#closed) throw new TidemarkError('TIDEMARK_LOG_CLOSED', `the log at ${this.dir} is closed`)
+        if (!this.#held && group !== undefined && (await this.#relayGroup(group))) {
+          failed = false
+          return undefined
+        }
         if (!this.#held) {
           await this.#io('lock', () => this.#lock.acquire(this.options.lockTimeoutMs, `the file log at ${this.dir}`))
           this.#held = true
+          if (this.#relayServer === undefined) await this.#startRelay()
           // The scan of the catch-up tells whether the tail ends in a whole
           // record; only if not does the repair look at the file again.
           let clean = await this.#refresh()
@@ -720,7 +794,84 @@ class LogCore {
    * writes while our flush runs.
    */
   #idle(): boolean {
-    return this.#held && this.#busy === 0 && (this.#flushes.size === 0 || this.#lock.wantedNow)
+    return this.#held && this.#busy === 0 && ((this.#flushes.size === 0 && this.#relayClients === 0) || this.#lock.wantedNow)
+  }
+
+  /**
+   * Listens for other processes' appends (append-relay.ts) from the first
+   * time this core holds the lock until it closes. They join this core's
+   * groups as its own appends do, and are answered when those are.
+   */
+  async #startRelay(): Promise<void> {
+    this.#relayServer = null
+    if (!this.options.relay || !relaySupported()) return
+    const server = new RelayServer(
+      relayName(this.#lock.nonce, this.options),
+      (entries) => entries.map((entry) => new Promise<bigint | undefined>((resolve, reject) => {
+        // The client checked the size against the same options; checked again, as for every append.
+        try {
+          this.#checkSize(entry.data)
+        } catch (err) {
+          reject(err)
+          return
+        }
+        this.#join({ data: entry.data, expected: entry.expected, resolve, reject })
+      })),
+      (clients) => {
+        this.#relayClients = clients
+        if (clients === 0) this.#releaseWhenIdle()
+      },
+    )
+    if (await server.listen()) this.#relayServer = server
+  }
+
+  /**
+   * Hands the group to the live holder of the lock in another process of
+   * this host, if one serves appends for a log with these options: true
+   * when it answered (or its answer is in doubt: then the entries fail with
+   * TIDEMARK_LOG_UNAVAILABLE, as after a failed write), false when this core
+   * must append the group itself (no such holder, or it stopped serving
+   * before it read the group). Called in queue order, one group at a time,
+   * so a later group never overtakes it, also when it falls back.
+   */
+  async #relayGroup(group: AppendGroup): Promise<boolean> {
+    if (this.#forming === group) this.#forming = undefined
+    // A core that serves relays never relays itself, or two cores that each
+    // held a connection to the other (each was the holder once) could each
+    // wait in its queue for the other's answer, queued behind that wait.
+    // With this rule a relay never goes further than one hop.
+    if (!this.options.relay || !relaySupported() || this.#relayClients > 0) return false
+    let client = this.#relay
+    if (client === undefined || !client.open) {
+      this.#relay = undefined
+      const holder = await this.#lock.liveHolderHere().catch(() => undefined)
+      if (holder === undefined) return false
+      // Twice the lock's wait: a holder that waits for the lock itself answers with TIDEMARK_LOG_LOCKED before this fires.
+      client = await RelayClient.connect(relayName(holder.nonce, this.options), 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
+      if (client === undefined) return false
+      if (this.#closed) {
+        client.close()
+        return false
+      }
+      this.#relay = client
+    }
+    const entries: RelayedEntry[] = group.entries
+    let verdicts
+    try {
+      verdicts = await client.send(entries)
+    } catch (err) {
+      if (err instanceof NotRelayed) return false
+      group.relayed = true
+      for (const entry of group.entries) entry.reject(err)
+      return true
+    }
+    group.relayed = true
+    for (let i = 0; i < verdicts.length; i++) {
+      const verdict = verdicts[i]
+      if (verdict instanceof Error) group.entries[i]!.reject(verdict)
+      else group.entries[i]!.resolve(verdict)
+    }
+    return true
   }
 
   /** Lists the segments and scans what was appended to the last one since the last look; true if it ends in a whole record (or there is none). */
@@ -911,6 +1062,7 @@ function validateOptions(options: FileLogOptions): Readonly<Required<FileLogOpti
   integer(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
   if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describe(merged.sync)}`)
   if (typeof merged.readOnly !== 'boolean') throw new TypeError(`readOnly must be a boolean, got ${describe(merged.readOnly)}`)
+  if (typeof merged.relay !== 'boolean') throw new TypeError(`relay must be a boolean, got ${describe(merged.relay)}`)
   return Object.freeze(merged)
 }
 

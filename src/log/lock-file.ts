@@ -78,6 +78,23 @@ export class LockFile {
     this.#private = `${path}.${hostTag}.${process.pid}.${this.#me.nonce}`
   }
 
+  /** This LockFile's identity in the lock it holds (the append relay's socket is named after it). */
+  get nonce(): string {
+    return this.#me.nonce
+  }
+
+  /**
+   * The nonce of the live holder of the lock on this host, if another
+   * LockFile holds it: whom an appender may relay its appends to instead of
+   * waiting. Undefined for no lock, our own, one on another host, or a dead
+   * holder (the wait breaks that one).
+   */
+  async liveHolderHere(): Promise<{ pid: number; nonce: string } | undefined> {
+    const holder = await readHolder(this.path)
+    if (holder === undefined || holder.host !== host || holder.nonce === this.#me.nonce || isDead(holder)) return undefined
+    return { pid: holder.pid, nonce: holder.nonce }
+  }
+
   /** Waits up to `timeoutMs` for the lock; `what` names the protected thing in the error. */
   async acquire(timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs

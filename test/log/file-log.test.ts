@@ -537,19 +537,29 @@ describe('file log: group commit', () => {
     const dir = tempDir()
     const log = await openFileLog(dir)
     const flushes = await countFlushes()
-    // The first group's flush ends after the second's, so the second group
-    // is answered first: the answer is still the last entry's revision.
-    let secondFlushed!: () => void
-    const second = new Promise<void>((resolve) => { secondFlushed = resolve })
-    let syncs = 0
-    await onFileHandle('datasync', async (original, args) => {
-      if (++syncs === 1) {
-        await second
-        return original(...args)
-      }
+    // The first group's flush runs until the second group is written: the
+    // second group waits for the next flush, which starts when the first
+    // ends (one fdatasync at a time per file; see #startFlush). The answer is
+    // the last entry's revision whichever group is answered last.
+    let secondWritten!: () => void
+    const second = new Promise<void>((resolve) => { secondWritten = resolve })
+    let writes = 0
+    await onFileHandle('write', async (original, args) => {
       const result = await original(...args)
-      secondFlushed()
+      if (++writes === 2) secondWritten()
       return result
+    })
+    let syncs = 0
+    let overlapping = 0
+    await onFileHandle('datasync', async (original, args) => {
+      if (++syncs === 1) await second
+      overlapping++
+      try {
+        expect(overlapping).toBe(1)
+        return await original(...args)
+      } finally {
+        overlapping--
+      }
     })
     const batch = Array.from({ length: 12_000 }, (_, i) => entry(i + 1))
     const [first, last, after] = await Promise.all([log.append(entry(0)), log.appendAll(batch), log.append(entry(12_001))])
