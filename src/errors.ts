@@ -39,7 +39,7 @@ export const ERROR_CODES = {
   TIDEMARK_LOG_NOT_FOUND: { retriable: false, summary: 'a file log opened to be read or appended to by the tidemark command is not there: the path is missing, not a directory, or a directory that holds no log segment' },
   TIDEMARK_LOG_TRUNCATED: { retriable: false, summary: 'a read asked for entries older than the oldest the log still holds' },
   TIDEMARK_LOG_LOCKED: { retriable: true, summary: 'another process held the file log\'s append lock for longer than lockTimeoutMs' },
-  TIDEMARK_LOG_UNAVAILABLE: { retriable: true, summary: 'the log\'s storage failed or did not answer (a file-system error, a Kafka request that failed after the client\'s retries)' },
+  TIDEMARK_LOG_UNAVAILABLE: { retriable: true, summary: 'the log\'s storage failed or did not answer (a file-system error, a Kafka request that failed after the client\'s retries, a file-log append relayed to a process that died or did not answer); the append may or may not have been written' },
   TIDEMARK_LOG_TRUNCATE_UNSUPPORTED: { retriable: false, summary: 'the Kafka cluster refused to delete records (for example librdkafka\'s mock); the log is unchanged' },
   TIDEMARK_LOG_CLOSED: { retriable: false, summary: 'the log was closed' },
   // snapshot/
