@@ -44,6 +44,10 @@ const rows: Array<[string, string, string]> = [
   ['Junk manifests (junk bytes, huge, wrong job/partition/epoch, extreme names)', `${num('junkSurvived')} of ${num('junkManifests')} skipped, with a new owner that starts and snapshots`, '—'],
   ["Targets holding the user's files", `${num('userFileCases')} cases`, '—'],
   ['Disk full (ENOSPC) on the store, checkpoints, file-system snapshot store, restore target', `${num('diskFullCases')} cases, ${num('diskFullInjected')} injected`, list(map('diskFullErrors'))],
+  // Runs from before the relay's torture file have no such figures: no row rather than a row of zeros.
+  ...(typeof figures.relayKills === 'number'
+    ? [['SIGKILLs of processes appending to one file log through its relay (`relay: true`)', `${num('relayKills')} kills; ${num('relayAcked')} acknowledged appends, every one found at its revision`, `failed as in doubt (TIDEMARK_LOG_UNAVAILABLE) ${num('relayInDoubt')}`] as [string, string, string]]
+    : []),
 ]
 
 const block = [
