@@ -96,14 +96,17 @@ class Frames {
  * `accept`, which appends them as its own and settles each entry's promise
  * once it is answered.
  */
+/** Appends a frame's entries and answers each, or undefined to refuse the frame (this process no longer holds the lock): the connection then ends with a bye before it. */
+export type RelayAccept = (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>> | undefined
+
 export class RelayServer {
   readonly #name: string
-  readonly #accept: (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>>
+  readonly #accept: RelayAccept
   readonly #onClients: (clients: number) => void
   #server: Server | undefined
   readonly #connections = new Set<Connection>()
 
-  constructor(name: string, accept: (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>>, onClients: (clients: number) => void) {
+  constructor(name: string, accept: RelayAccept, onClients: (clients: number) => void) {
     this.#name = name
     this.#accept = accept
     this.#onClients = onClients
@@ -156,7 +159,7 @@ class Connection {
   #closing: (() => void) | undefined
   #ended = false
 
-  constructor(socket: Socket, accept: (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>>, onEnd: () => void) {
+  constructor(socket: Socket, accept: RelayAccept, onEnd: () => void) {
     this.#socket = socket
     socket.setNoDelay(true)
     // A client's connection keeps no process alive: the appends it relays do
@@ -181,10 +184,17 @@ class Connection {
           socket.destroy()
           return
         }
+        const answers = accept(entries)
+        if (answers === undefined) {
+          // Not the holder any more: this frame and the ones after it go
+          // back to the client, which looks for the holder again.
+          void this.close()
+          return
+        }
         this.#lastAccepted = id
         this.#answering += 1
         relayStats.served += 1
-        void this.#answer(id, accept(entries))
+        void this.#answer(id, answers)
       }
     })
     socket.on('error', () => socket.destroy())

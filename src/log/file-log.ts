@@ -808,7 +808,9 @@ class LogCore {
     if (!this.options.relay || !relaySupported()) return
     const server = new RelayServer(
       relayName(this.#lock.nonce, this.options),
-      (entries) => entries.map((entry) => new Promise<bigint | undefined>((resolve, reject) => {
+      // A core that lost the lock sends its clients to the holder: kept, two
+      // cores with clients would each take the lock for them in turn.
+      (entries) => (!this.#held ? undefined : entries.map((entry) => new Promise<bigint | undefined>((resolve, reject) => {
         // The client checked the size against the same options; checked again, as for every append.
         try {
           this.#checkSize(entry.data)
@@ -817,7 +819,7 @@ class LogCore {
           return
         }
         this.#join({ data: entry.data, expected: entry.expected, resolve, reject })
-      })),
+      }))),
       (clients) => {
         this.#relayClients = clients
         if (clients === 0) this.#releaseWhenIdle()
@@ -842,29 +844,37 @@ class LogCore {
     // wait in its queue for the other's answer, queued behind that wait.
     // With this rule a relay never goes further than one hop.
     if (!this.options.relay || !relaySupported() || this.#relayClients > 0) return false
-    let client = this.#relay
-    if (client === undefined || !client.open) {
-      this.#relay = undefined
-      const holder = await this.#lock.liveHolderHere().catch(() => undefined)
-      if (holder === undefined) return false
-      // Twice the lock's wait: a holder that waits for the lock itself answers with TIDEMARK_LOG_LOCKED before this fires.
-      client = await RelayClient.connect(relayName(holder.nonce, this.options), 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
-      if (client === undefined) return false
-      if (this.#closed) {
-        client.close()
-        return false
-      }
-      this.#relay = client
-    }
     const entries: RelayedEntry[] = group.entries
     let verdicts
-    try {
-      verdicts = await client.send(entries)
-    } catch (err) {
-      if (err instanceof NotRelayed) return false
-      group.relayed = true
-      for (const entry of group.entries) entry.reject(err)
-      return true
+    // Twice at most: a core that lost the lock refuses the group, and the
+    // holder found then gets it; refused again, this core takes the lock.
+    for (let attempt = 0; ; attempt++) {
+      let client = this.#relay
+      if (client === undefined || !client.open) {
+        this.#relay = undefined
+        const holder = await this.#lock.liveHolderHere().catch(() => undefined)
+        if (holder === undefined) return false
+        // Twice the lock's wait: a holder that waits for the lock itself answers with TIDEMARK_LOG_LOCKED before this fires.
+        client = await RelayClient.connect(relayName(holder.nonce, this.options), 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
+        if (client === undefined) return false
+        if (this.#closed) {
+          client.close()
+          return false
+        }
+        this.#relay = client
+      }
+      try {
+        verdicts = await client.send(entries)
+        break
+      } catch (err) {
+        if (err instanceof NotRelayed) {
+          if (attempt === 0) continue
+          return false
+        }
+        group.relayed = true
+        for (const entry of group.entries) entry.reject(err)
+        return true
+      }
     }
     group.relayed = true
     for (let i = 0; i < verdicts.length; i++) {

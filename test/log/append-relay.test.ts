@@ -196,4 +196,22 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     await expect(client.send([{ data: Buffer.from('g'), expected: undefined }])).rejects.toBeInstanceOf(NotRelayed)
     expect(await RelayClient.connect(name, 10_000, 'test')).toBeUndefined()
   })
+
+  it('a server that refuses a frame (its core lost the lock) answers the frames before it and hands that one and the rest back', async () => {
+    const name = relayName(randomBytes(8).toString('hex'), {})
+    let holding = true
+    let clients = -1
+    const server = new RelayServer(name, (entries) => (holding ? entries.map(() => Promise.resolve(1n)) : undefined), (n) => { clients = n })
+    expect(await server.listen()).toBe(true)
+    const client = (await RelayClient.connect(name, 10_000, 'test'))!
+    expect(await client.send([{ data: Buffer.from('a'), expected: undefined }])).toEqual([1n])
+    holding = false
+    const refused = client.send([{ data: Buffer.from('b'), expected: undefined }])
+    const after = client.send([{ data: Buffer.from('c'), expected: undefined }])
+    await expect(refused).rejects.toBeInstanceOf(NotRelayed)
+    await expect(after).rejects.toBeInstanceOf(NotRelayed)
+    expect(client.open).toBe(false)
+    await expect.poll(() => clients).toBe(0)
+    await server.close()
+  })
 })
