@@ -156,7 +156,10 @@ class Connection {
   readonly #frames = new Frames()
   #lastAccepted = 0
   #answering = 0
-  #closing: (() => void) | undefined
+  /** close() in progress or done: no frame is read once it began. */
+  #stopping: Promise<void> | undefined
+  /** Sends the bye once nothing is being answered (or the socket is gone). */
+  #finish: (() => void) | undefined
   #ended = false
 
   constructor(socket: Socket, accept: RelayAccept, onEnd: () => void) {
@@ -166,7 +169,7 @@ class Connection {
     // (the file work they start), like the holder's own.
     socket.unref()
     socket.on('data', (chunk: Buffer) => {
-      if (this.#closing !== undefined || this.#ended) return
+      if (this.#stopping !== undefined || this.#ended) return
       let frames: Buffer[]
       try {
         frames = this.#frames.push(chunk)
@@ -201,7 +204,7 @@ class Connection {
     socket.on('close', () => {
       this.#ended = true
       onEnd()
-      this.#closing?.()
+      this.#finish?.()
     })
   }
 
@@ -209,25 +212,22 @@ class Connection {
     const verdicts: RelayVerdict[] = await Promise.all(answers.map((a) => a.then((r) => r, (err: unknown) => (err instanceof Error ? err : new Error(String(err))))))
     if (!this.#ended) this.#socket.write(encodeAnswer(id, verdicts))
     this.#answering -= 1
-    if (this.#answering === 0) this.#closing?.()
+    if (this.#answering === 0) this.#finish?.()
   }
 
+  /** Answers what was read, then says which frame was the last and ends; once (a refused frame and the server's close both call it). */
   close(): Promise<void> {
-    if (this.#ended) return Promise.resolve()
-    return new Promise((resolve) => {
-      const done = (): void => {
+    this.#stopping ??= new Promise((resolve) => {
+      this.#finish = () => {
         if (this.#answering > 0 && !this.#ended) return
-        this.#closing = () => undefined
-        if (!this.#ended) {
-          this.#socket.end(encodeBye(this.#lastAccepted))
-          this.#socket.once('close', () => resolve())
-        } else {
-          resolve()
-        }
+        this.#finish = undefined
+        if (this.#ended) return resolve()
+        this.#socket.once('close', () => resolve())
+        this.#socket.end(encodeBye(this.#lastAccepted))
       }
-      this.#closing = done
-      done()
+      this.#finish()
     })
+    return this.#stopping
   }
 }
 
@@ -240,6 +240,8 @@ export class RelayClient {
   readonly #pending = new Map<number, { resolve(v: RelayVerdict[]): void; reject(e: unknown): void; timer: NodeJS.Timeout }>()
   #nextId = 1
   #bye: number | undefined
+  /** Why #fail ended the connection: what the frames still in flight fail with. */
+  #failure: TidemarkError | undefined
   #open = true
 
   private constructor(socket: Socket, timeoutMs: number, holder: string) {
@@ -326,20 +328,15 @@ export class RelayClient {
       if (bye !== undefined && id > bye) {
         pending.reject(new NotRelayed(`the holder (${this.#holder}) stopped serving before it read this append`))
       } else {
-        pending.reject(new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `the process holding the append lock (${this.#holder}), to which this append was relayed, went away before answering; the entries may or may not be in the log`, { details: { holder: this.#holder } }))
+        pending.reject(this.#failure ?? new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `the process holding the append lock (${this.#holder}), to which this append was relayed, went away before answering; the entries may or may not be in the log`, { details: { holder: this.#holder } }))
       }
     }
     this.#pending.clear()
   }
 
+  /** Ends the connection; every frame in flight fails with `error` (#closed): once one is in doubt all are, the order of the answers says nothing about the order of the writes. */
   #fail(error: TidemarkError): void {
-    // Everything in flight is in doubt once one frame is: the order of the
-    // answers says nothing about the order of the writes.
-    for (const pending of this.#pending.values()) {
-      clearTimeout(pending.timer)
-      pending.reject(error)
-    }
-    this.#pending.clear()
+    this.#failure = error
     this.close()
   }
 }

@@ -678,6 +678,8 @@ class LogCore {
     const running = this.#flushing
     if (running !== undefined && running.file === file) {
       if (running.next === undefined) {
+        // After #track's callback on `done` (registered first), which
+        // clears #flushing, so the call below starts a new flush.
         const next = running.done.then(() => undefined, () => undefined).then(() => this.#startFlush(file))
         running.next = next
         this.#track(next)
@@ -733,7 +735,7 @@ class LogCore {
       let failed = true
       try {
         if (this.#closed) throw new TidemarkError('TIDEMARK_LOG_CLOSED', `the log at ${this.dir} is closed`)
-        if (!this.#held && group !== undefined && (await this.#relayGroup(group))) {
+        if (!this.#held && group !== undefined && this.options.relay && (await this.#relayGroup(group))) {
           failed = false
           return undefined
         }
@@ -810,16 +812,14 @@ class LogCore {
       relayName(this.#lock.nonce, this.options),
       // A core that lost the lock sends its clients to the holder: kept, two
       // cores with clients would each take the lock for them in turn.
-      (entries) => (!this.#held ? undefined : entries.map((entry) => new Promise<bigint | undefined>((resolve, reject) => {
-        // The client checked the size against the same options; checked again, as for every append.
+      (entries) => (!this.#held ? undefined : entries.map((entry) => {
+        // As the core's own appends (append() checks the size by throwing).
         try {
-          this.#checkSize(entry.data)
+          return this.append(entry.data, entry.expected)
         } catch (err) {
-          reject(err)
-          return
+          return Promise.reject(err)
         }
-        this.#join({ data: entry.data, expected: entry.expected, resolve, reject })
-      }))),
+      })),
       (clients) => {
         this.#relayClients = clients
         if (clients === 0) this.#releaseWhenIdle()
@@ -843,7 +843,7 @@ class LogCore {
     // held a connection to the other (each was the holder once) could each
     // wait in its queue for the other's answer, queued behind that wait.
     // With this rule a relay never goes further than one hop.
-    if (!this.options.relay || !relaySupported() || this.#relayClients > 0) return false
+    if (!relaySupported() || this.#relayClients > 0) return false
     const entries: RelayedEntry[] = group.entries
     let verdicts
     // Twice at most: a core that lost the lock refuses the group, and the

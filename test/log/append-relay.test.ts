@@ -197,6 +197,21 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     expect(await RelayClient.connect(name, 10_000, 'test')).toBeUndefined()
   })
 
+  it('a holder that does not answer within the timeout: every frame in flight fails as in doubt and the connection ends', async () => {
+    const name = relayName(randomBytes(8).toString('hex'), {})
+    const server = new RelayServer(name, (entries) => entries.map(() => new Promise<bigint | undefined>(() => {})), () => {})
+    expect(await server.listen()).toBe(true)
+    const client = (await RelayClient.connect(name, 200, 'pid 1'))!
+    const first = client.send([{ data: Buffer.from('a'), expected: undefined }])
+    const second = client.send([{ data: Buffer.from('b'), expected: undefined }])
+    for (const sent of [first, second]) {
+      await expect(sent).rejects.toMatchObject({ code: 'TIDEMARK_LOG_UNAVAILABLE', message: expect.stringContaining('(pid 1) did not answer a relayed append within 200 ms') })
+    }
+    expect(client.open).toBe(false)
+    // Its server stops without waiting for answers that will never come to a client that is gone.
+    await server.close()
+  })
+
   it('a server that refuses a frame (its core lost the lock) answers the frames before it and hands that one and the rest back', async () => {
     const name = relayName(randomBytes(8).toString('hex'), {})
     let holding = true
