@@ -194,10 +194,13 @@ export async function extractRun(
     sourceError = err
     extract.destroy(err)
   })
-  if (options.onBytes !== undefined) {
-    const onBytes = options.onBytes
-    source.on('data', (chunk: Buffer) => onBytes(chunk.byteLength))
-  }
+  // Registered before pipe(): it sees each chunk before the extractor does.
+  const unchecked = new UncheckedBytes(start, expected)
+  const onBytes = options.onBytes
+  source.on('data', (chunk: Buffer) => {
+    unchecked.take(chunk)
+    onBytes?.(chunk.byteLength)
+  })
   source.pipe(extract as unknown as NodeJS.WritableStream)
   let i = 0
   try {
@@ -222,9 +225,12 @@ export async function extractRun(
       if (header.size !== want.size) {
         throw corrupt('entry-mismatch', `${options.object}: '${name}' is ${String(header.size)} bytes in the archive, the manifest says ${want.size}`, { ...where, file: want.name })
       }
+      unchecked.checkHeader(i, options.object)
       await writeEntry(entry as unknown as AsyncIterable<Buffer>, join(dir, name), want, options)
       i++
     }
+    // The extractor has consumed the whole range: every padding went by.
+    for (let j = 0; j < i; j++) unchecked.checkPadding(j, options.object)
   } catch (err) {
     source.destroy()
     extract.destroy()
@@ -235,6 +241,70 @@ export async function extractRun(
     throw corrupt('object-truncated', `${options.object} ended after ${i} of ${expected.length} entries (next: '${expected[i]!.name}')`, { ...where, file: expected[i]!.name })
   }
 }
+
+/**
+ * The bytes of a run that tar-stream reads but does not check, kept as they
+ * stream by and compared with what packFiles() wrote: each header's checksum
+ * field (tar-stream compares its value with the header's sum, which leaves
+ * out the field itself, and parses it leniently: a leading space or another
+ * terminator reads as the same number, so such a flip went unnoticed) and
+ * the zero padding after each file's data. Every other header byte is in
+ * the sum, and the file's bytes are in its SHA-256: with these two, a
+ * flipped bit anywhere in the bytes a restore reads fails the snapshot.
+ */
+class UncheckedBytes {
+  /** Per entry: its checksum field, then its padding, in stream order. */
+  readonly #regions: Array<{ at: number; bytes: Buffer; filled: number; name: string }> = []
+  /** The first region not wholly seen yet. */
+  #next = 0
+  /** Bytes of the run seen so far. */
+  #pos = 0
+
+  constructor(start: number, expected: readonly ExpectedEntry[]) {
+    for (const e of expected) {
+      const header = e.offset - TAR_BLOCK - start
+      this.#regions.push({ at: header + CHECKSUM_AT, bytes: Buffer.alloc(CHECKSUM_BYTES), filled: 0, name: e.name })
+      this.#regions.push({ at: e.offset - start + e.size, bytes: Buffer.alloc(paddedSize(e.size) - e.size), filled: 0, name: e.name })
+    }
+  }
+
+  take(chunk: Buffer): void {
+    const end = this.#pos + chunk.byteLength
+    for (let r = this.#next; r < this.#regions.length; r++) {
+      const region = this.#regions[r]!
+      if (region.at >= end) break
+      const from = Math.max(region.at + region.filled, this.#pos)
+      const to = Math.min(region.at + region.bytes.byteLength, end)
+      if (to > from) {
+        chunk.copy(region.bytes, from - region.at, from - this.#pos, to - this.#pos)
+        region.filled = to - region.at
+      }
+      if (region.filled === region.bytes.byteLength && r === this.#next) this.#next++
+    }
+    this.#pos = end
+  }
+
+  /** Entry i's checksum field is as packFiles() writes it: six octal digits of the sum tar-stream checked, a space, a NUL. */
+  checkHeader(i: number, object: string): void {
+    const field = this.#regions[2 * i]!
+    const digits = field.bytes.toString('latin1', 0, 6)
+    if (field.filled !== CHECKSUM_BYTES || !/^[0-7]{6}$/.test(digits) || field.bytes[6] !== 0x20 || field.bytes[7] !== 0) {
+      throw corrupt('archive-corrupt', `${object}: the tar header of '${field.name}' has a damaged checksum field (${JSON.stringify(field.bytes.toString('latin1'))})`, { object, file: field.name })
+    }
+  }
+
+  /** Entry i's padding is all zeros. */
+  checkPadding(i: number, object: string): void {
+    const padding = this.#regions[2 * i + 1]!
+    if (padding.filled !== padding.bytes.byteLength || padding.bytes.some((b) => b !== 0)) {
+      throw corrupt('archive-corrupt', `${object}: the padding after '${padding.name}' is damaged (it must be zeros)`, { object, file: padding.name })
+    }
+  }
+}
+
+/** Where a ustar header's checksum field is, and its size. */
+const CHECKSUM_AT = 148
+const CHECKSUM_BYTES = 8
 
 function checkEntry(want: ExpectedEntry, object: string, size: number, sha256: string): void {
   if (size !== want.size) {

@@ -15,6 +15,7 @@ import {
   FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, SnapshotLayout, Snapshotter,
   type RestoreResult, type SnapshotManifest, type SnapshotResult, type SnapshotStore,
 } from '../../src/index.js'
+import { paddedSize } from '../../src/snapshot/archive.js'
 import { listManifests, readManifest } from '../../src/snapshot/catalog.js'
 import { encodeManifest } from '../../src/snapshot/manifest.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
@@ -135,14 +136,14 @@ async function damage(t: Two, object: (typeof OBJECTS)[number], how: (typeof DAM
     what = `${key} cut to ${length} of ${bytes.length} bytes`
   } else {
     // A bit that matters: inside the manifest's file list, or inside a file (or
-    // its tar header) that B reads from the object.
+    // its tar header, or the padding after it) that B reads from the object.
     let at: number
     if (object === 'manifest') {
       const start = bytes.indexOf('"files":[') + 9
       at = r.int(start, bytes.length - 4)
     } else {
       const file = r.pick(t.manifestB.files.filter((f) => layout.dataKey(f.object) === key))
-      at = r.int(file.offset - 512, file.offset + file.size - 1)
+      at = r.int(file.offset - 512, file.offset + paddedSize(file.size) - 1)
     }
     const bit = r.int(0, 7)
     next = Buffer.from(bytes)
