@@ -243,68 +243,129 @@ export async function extractRun(
 }
 
 /**
- * The bytes of a run that tar-stream reads but does not check, kept as they
- * stream by and compared with what packFiles() wrote: each header's checksum
- * field (tar-stream compares its value with the header's sum, which leaves
- * out the field itself, and parses it leniently: a leading space or another
- * terminator reads as the same number, so such a flip went unnoticed) and
- * the zero padding after each file's data. Every other header byte is in
- * the sum, and the file's bytes are in its SHA-256: with these two, a
- * flipped bit anywhere in the bytes a restore reads fails the snapshot.
+ * Copies byte ranges of a stream as its chunks go by: `regions` are
+ * [at, at + length) in stream positions (0 is the first byte seen).
  */
-class UncheckedBytes {
-  /** Per entry: its checksum field, then its padding, in stream order. */
-  readonly #regions: Array<{ at: number; bytes: Buffer; filled: number; name: string }> = []
-  /** The first region not wholly seen yet. */
+export class StreamRegions {
+  readonly #regions: Array<{ at: number; bytes: Buffer; filled: number }>
+  /** Region indexes by position, and the first of them not wholly seen yet. */
+  readonly #order: number[]
   #next = 0
-  /** Bytes of the run seen so far. */
   #pos = 0
 
-  constructor(start: number, expected: readonly ExpectedEntry[]) {
-    for (const e of expected) {
-      const header = e.offset - TAR_BLOCK - start
-      this.#regions.push({ at: header + CHECKSUM_AT, bytes: Buffer.alloc(CHECKSUM_BYTES), filled: 0, name: e.name })
-      this.#regions.push({ at: e.offset - start + e.size, bytes: Buffer.alloc(paddedSize(e.size) - e.size), filled: 0, name: e.name })
-    }
+  constructor(regions: ReadonlyArray<{ at: number; length: number }>) {
+    this.#regions = regions.map((r) => ({ at: r.at, bytes: Buffer.alloc(Math.max(0, r.length)), filled: 0 }))
+    this.#order = this.#regions.map((_, i) => i).sort((a, b) => this.#regions[a]!.at - this.#regions[b]!.at)
   }
 
   take(chunk: Buffer): void {
     const end = this.#pos + chunk.byteLength
-    for (let r = this.#next; r < this.#regions.length; r++) {
-      const region = this.#regions[r]!
+    for (let o = this.#next; o < this.#order.length; o++) {
+      const region = this.#regions[this.#order[o]!]!
       if (region.at >= end) break
-      const from = Math.max(region.at + region.filled, this.#pos)
+      const from = Math.max(region.at + region.filled, this.#pos, region.at)
       const to = Math.min(region.at + region.bytes.byteLength, end)
       if (to > from) {
         chunk.copy(region.bytes, from - region.at, from - this.#pos, to - this.#pos)
         region.filled = to - region.at
       }
-      if (region.filled === region.bytes.byteLength && r === this.#next) this.#next++
+      if (region.filled === region.bytes.byteLength && o === this.#next) this.#next++
     }
     this.#pos = end
   }
 
-  /** Entry i's checksum field is as packFiles() writes it: six octal digits of the sum tar-stream checked, a space, a NUL. */
-  checkHeader(i: number, object: string): void {
-    const field = this.#regions[2 * i]!
-    const digits = field.bytes.toString('latin1', 0, 6)
-    if (field.filled !== CHECKSUM_BYTES || !/^[0-7]{6}$/.test(digits) || field.bytes[6] !== 0x20 || field.bytes[7] !== 0) {
-      throw corrupt('archive-corrupt', `${object}: the tar header of '${field.name}' has a damaged checksum field (${JSON.stringify(field.bytes.toString('latin1'))})`, { object, file: field.name })
-    }
-  }
-
-  /** Entry i's padding is all zeros. */
-  checkPadding(i: number, object: string): void {
-    const padding = this.#regions[2 * i + 1]!
-    if (padding.filled !== padding.bytes.byteLength || padding.bytes.some((b) => b !== 0)) {
-      throw corrupt('archive-corrupt', `${object}: the padding after '${padding.name}' is damaged (it must be zeros)`, { object, file: padding.name })
-    }
+  /** Region i's bytes, or undefined while (or when, at the end) the stream has not passed all of it. */
+  bytes(i: number): Buffer | undefined {
+    const region = this.#regions[i]!
+    return region.filled === region.bytes.byteLength ? region.bytes : undefined
   }
 }
 
 /** Where a ustar header's checksum field is, and its size. */
 const CHECKSUM_AT = 148
 const CHECKSUM_BYTES = 8
+
+/**
+ * Whether a header's checksum field is as packFiles() writes it: six octal
+ * digits, a space, a NUL. tar-stream compares the field's value with the
+ * header's sum, which leaves the field out, and parses it leniently (a
+ * leading space or another terminator reads as the same number), so a flip
+ * there went unnoticed; with this, every byte of a header is checked.
+ */
+function canonicalChecksumField(field: Buffer): boolean {
+  if (field.byteLength !== CHECKSUM_BYTES || field[6] !== 0x20 || field[7] !== 0) return false
+  for (let i = 0; i < 6; i++) if (field[i]! < 0x30 || field[i]! > 0x37) return false
+  return true
+}
+
+/**
+ * What is wrong with a whole header (512 bytes) that should be the one
+ * packFiles() writes for a file `name` of `size` bytes, or undefined: its
+ * sum, its checksum field's form, the name, the size, the type (a plain
+ * file) and the ustar magic. For readers that do not parse with tar-stream
+ * (snapshots verify); a restore parses with it and checks the rest itself.
+ */
+export function tarHeaderProblem(header: Buffer, want: { name: string; size: number }): string | undefined {
+  if (header.byteLength !== TAR_BLOCK) return 'the object ends inside it'
+  let sum = 8 * 0x20
+  for (let i = 0; i < TAR_BLOCK; i++) if (i < CHECKSUM_AT || i >= CHECKSUM_AT + CHECKSUM_BYTES) sum += header[i]!
+  const field = header.subarray(CHECKSUM_AT, CHECKSUM_AT + CHECKSUM_BYTES)
+  if (!canonicalChecksumField(field) || parseInt(field.toString('latin1', 0, 6), 8) !== sum) return 'its checksum does not match'
+  const nameEnd = header.indexOf(0)
+  const name = header.toString('utf8', 0, nameEnd < 0 || nameEnd > 100 ? 100 : nameEnd)
+  if (name !== want.name) return `it names ${JSON.stringify(name)}`
+  const sizeField = header.toString('latin1', 124, 136)
+  if (!/^[0-7]{11} $/.test(sizeField) || parseInt(sizeField, 8) !== want.size) return `its size field is ${JSON.stringify(sizeField)}`
+  if (header[156] !== 0x30) return 'it is not a plain file'
+  if (header.toString('latin1', 257, 263) !== 'ustar\0') return 'it is not a ustar header'
+  return undefined
+}
+
+/** Whether the padding after a file is all zeros, as packFiles() writes it. */
+export function zeroPadding(bytes: Buffer): boolean {
+  for (let i = 0; i < bytes.byteLength; i++) if (bytes[i] !== 0) return false
+  return true
+}
+
+/**
+ * The bytes of a run that tar-stream reads but does not check: each
+ * header's checksum field (see canonicalChecksumField) and the zero padding
+ * after each file's data. Every other header byte is in the header's sum,
+ * and a file's bytes are in its SHA-256: with these two, a flipped bit
+ * anywhere in the bytes a restore reads fails the snapshot.
+ */
+class UncheckedBytes {
+  readonly #regions: StreamRegions
+  readonly #expected: readonly ExpectedEntry[]
+
+  constructor(start: number, expected: readonly ExpectedEntry[]) {
+    this.#expected = expected
+    this.#regions = new StreamRegions(expected.flatMap((e) => [
+      { at: e.offset - TAR_BLOCK - start + CHECKSUM_AT, length: CHECKSUM_BYTES },
+      { at: e.offset - start + e.size, length: paddedSize(e.size) - e.size },
+    ]))
+  }
+
+  take(chunk: Buffer): void {
+    this.#regions.take(chunk)
+  }
+
+  checkHeader(i: number, object: string): void {
+    const field = this.#regions.bytes(2 * i)
+    if (field === undefined || !canonicalChecksumField(field)) {
+      const name = this.#expected[i]!.name
+      throw corrupt('archive-corrupt', `${object}: the tar header of '${name}' has a damaged checksum field (${JSON.stringify(field?.toString('latin1'))})`, { object, file: name })
+    }
+  }
+
+  checkPadding(i: number, object: string): void {
+    const padding = this.#regions.bytes(2 * i + 1)
+    if (padding === undefined || !zeroPadding(padding)) {
+      const name = this.#expected[i]!.name
+      throw corrupt('archive-corrupt', `${object}: the padding after '${name}' is damaged (it must be zeros)`, { object, file: name })
+    }
+  }
+}
 
 function checkEntry(want: ExpectedEntry, object: string, size: number, sha256: string): void {
   if (size !== want.size) {

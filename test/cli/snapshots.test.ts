@@ -9,14 +9,14 @@ const PARTITION = ['--job', 'j', '--partition', '0']
 
 interface ShownFile { name: string; size: number; object: string; offset: number; sha256: string }
 
-/** Flips one byte of a file's data inside its tar object. */
-function flipByte(snapshotsDir: string, file: ShownFile): void {
+/** Flips bits (mask) of one byte of a file's tar object, by default its data's first. */
+function flipByte(snapshotsDir: string, file: ShownFile, at = file.offset, mask = 0xff): void {
   const fd = openSync(join(snapshotsDir, 'j', '0', file.object), 'r+')
   try {
     const byte = Buffer.alloc(1)
-    readSync(fd, byte, 0, 1, file.offset)
-    byte[0] = byte[0]! ^ 0xff
-    writeSync(fd, byte, 0, 1, file.offset)
+    readSync(fd, byte, 0, 1, at)
+    byte[0] = byte[0]! ^ mask
+    writeSync(fd, byte, 0, 1, at)
   } finally {
     closeSync(fd)
   }
@@ -82,6 +82,31 @@ describe('snapshots verify', () => {
     const missing = await tidemark('snapshots', 'verify', url, snapshotIds[0]!, ...PARTITION, '--json')
     expect(missing.code).toBe(1)
     expect(JSON.parse(missing.stdout)).toMatchObject([{ id: snapshotIds[0], ok: false, problems: [{ reason: 'object-missing', what: `j/0/${victim.object}` }] }])
+  })
+
+  // What a restore refuses beside a file's bytes (archive.ts): a damaged
+  // tar header, also where tar's own checksum does not look (the checksum
+  // field's terminator), and damaged padding. verify reports each of them.
+  it('a damaged tar header or padding is reported (archive-corrupt), as a restore would refuse it', async () => {
+    const { dir, url, snapshotIds } = await fixture()
+    const newest = JSON.parse((await tidemark('snapshots', 'show', url, snapshotIds[0]!, ...PARTITION, '--json')).stdout) as { files: ShownFile[] }
+    const victim = newest.files.find((f) => f.size % 512 !== 0)!
+    const header = victim.offset - 512
+    const spots: Array<[string, number, number]> = [
+      ['name', header, 0x01],
+      ['size field', header + 124 + 5, 0x01],
+      ['checksum field terminator', header + 154, 0x08],
+      ['type', header + 156, 0x02],
+      ['padding', victim.offset + victim.size, 0x40],
+    ]
+    for (const [what, at, mask] of spots) {
+      flipByte(join(dir, 'snapshots'), victim, at, mask)
+      const result = await tidemark('snapshots', 'verify', url, snapshotIds[0]!, ...PARTITION, '--json')
+      expect(result.code, what).toBe(1)
+      expect(JSON.parse(result.stdout), what).toMatchObject([{ id: snapshotIds[0], ok: false, problems: [{ reason: 'archive-corrupt', what: victim.name }] }])
+      flipByte(join(dir, 'snapshots'), victim, at, mask)
+    }
+    expect((await tidemark('snapshots', 'verify', url, snapshotIds[0]!, ...PARTITION)).code).toBe(0)
   })
 
   it('an object longer than its manifest says is reported (object-size); no snapshots at all exits 1', async () => {

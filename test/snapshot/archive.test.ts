@@ -6,7 +6,7 @@ import { Readable } from 'node:stream'
 import tar from 'tar-stream'
 import { afterEach, describe, expect, it } from 'vitest'
 import { restoreSnapshot, SnapshotLayout, type SnapshotManifest } from '../../src/index.js'
-import { archiveSize, extractRun, packFiles } from '../../src/snapshot/archive.js'
+import { archiveSize, extractRun, packFiles, tarHeaderProblem, zeroPadding } from '../../src/snapshot/archive.js'
 import { manifestFromCurrent, parseLevelDbManifest } from '../../src/snapshot/leveldb-files.js'
 import { encodeManifest, parseManifest } from '../../src/snapshot/manifest.js'
 import { tempDir } from '../helpers/tmp.js'
@@ -38,6 +38,10 @@ describe('data objects', () => {
     for (const [i, entry] of packed.entries()) {
       const original = await readFile(files[i]!.path)
       expect(archive.subarray(entry.offset, entry.offset + entry.size).equals(original)).toBe(true)
+      // What snapshots verify checks finds each header and padding as written.
+      expect(tarHeaderProblem(archive.subarray(entry.offset - 512, entry.offset), entry)).toBeUndefined()
+      expect(tarHeaderProblem(archive.subarray(entry.offset - 512, entry.offset), { ...entry, size: entry.size + 1 })).toMatch(/size field/)
+      expect(zeroPadding(archive.subarray(entry.offset + entry.size, entry.offset + Math.ceil(entry.size / 512) * 512))).toBe(true)
     }
     // Any tar reader sees the same files.
     const extract = tar.extract()

@@ -16,8 +16,9 @@ const USAGE = `usage:
       one snapshot's manifest: positions, files, objects
   tidemark snapshots verify <snapshot-store-url> [<ID> | --all] --job J --partition P [--json]
       downloads every object of the snapshot (the newest by default, ID, or
-      every one with --all) and checks each file's SHA-256 and each object's
-      size, writing nothing; one report per snapshot; exit 1 if any fails
+      every one with --all) and checks each file's SHA-256, its tar header
+      and padding, and each object's size, writing nothing; one report per
+      snapshot; exit 1 if any fails
 
   --region R   the region of an s3:// store (default: the URL's region
                parameter, else AWS_REGION, AWS_DEFAULT_REGION, else us-east-1)`
