@@ -2,8 +2,9 @@
  * `tidemark snapshots verify`: downloads every object the chosen snapshots
  * reference and checks each file's SHA-256, the tar header before it and
  * the padding after it (what a restore refuses beside the bytes) and each
- * object's size against the manifest, without writing anything anywhere. Objects shared by several
- * snapshots (incremental snapshots reuse their parents' tables) are read once.
+ * object's size against the manifest, without writing anything anywhere.
+ * Objects shared by several snapshots (incremental snapshots reuse their
+ * parents' tables) are read once.
  *
  * It lives in the CLI rather than in snapshot/ because nothing else needs it;
  * it reads through the same catalog functions as restore.

@@ -263,7 +263,7 @@ export class StreamRegions {
     for (let o = this.#next; o < this.#order.length; o++) {
       const region = this.#regions[this.#order[o]!]!
       if (region.at >= end) break
-      const from = Math.max(region.at + region.filled, this.#pos, region.at)
+      const from = Math.max(region.at + region.filled, this.#pos)
       const to = Math.min(region.at + region.bytes.byteLength, end)
       if (to > from) {
         chunk.copy(region.bytes, from - region.at, from - this.#pos, to - this.#pos)
