@@ -91,14 +91,14 @@ class Frames {
   }
 }
 
+/** Appends a frame's entries and answers each, or undefined to refuse the frame (this process no longer holds the lock): the connection then ends with a bye before it. */
+export type RelayAccept = (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>> | undefined
+
 /**
  * The holder's side: accepts connections and hands each frame's entries to
  * `accept`, which appends them as its own and settles each entry's promise
  * once it is answered.
  */
-/** Appends a frame's entries and answers each, or undefined to refuse the frame (this process no longer holds the lock): the connection then ends with a bye before it. */
-export type RelayAccept = (entries: RelayedEntry[]) => Array<Promise<bigint | undefined>> | undefined
-
 export class RelayServer {
   readonly #name: string
   readonly #accept: RelayAccept

@@ -362,30 +362,25 @@ async function onFileHandle(name: 'datasync' | 'write', replacement: (original: 
   })
 }
 
-/**
- * Counts fdatasync calls on FileHandles: one per group of appends with
- * `sync: true`, or fewer: groups written while a flush runs share the next
- * one (see #startFlush), so only appends awaited one group at a time give
- * an exact count.
- */
-async function countFlushes(): Promise<{ count: number }> {
+/** Counts calls of a FileHandle method. */
+async function countCalls(name: 'datasync' | 'write'): Promise<{ count: number }> {
   const counter = { count: 0 }
-  await onFileHandle('datasync', (original, args) => {
+  await onFileHandle(name, (original, args) => {
     counter.count++
     return original(...args)
   })
   return counter
 }
 
-/** Counts FileHandle writes: one per group (writeAll writes a group's records in one call to a regular file). */
-async function countWrites(): Promise<{ count: number }> {
-  const counter = { count: 0 }
-  await onFileHandle('write', (original, args) => {
-    counter.count++
-    return original(...args)
-  })
-  return counter
-}
+/**
+ * fdatasync calls: one per group of appends with `sync: true`, or fewer:
+ * groups written while a flush runs share the next one (see #startFlush),
+ * so only appends awaited one group at a time give an exact count.
+ */
+const countFlushes = (): Promise<{ count: number }> => countCalls('datasync')
+
+/** FileHandle writes: one per group (writeAll writes a group's records in one call to a regular file). */
+const countWrites = (): Promise<{ count: number }> => countCalls('write')
 
 const entry = (i: number, size = 20 + ((i * 37) % 180)): Buffer => Buffer.alloc(size, i % 251)
 
