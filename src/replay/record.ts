@@ -94,7 +94,7 @@ export async function claimNamespace(store: SnapshotStore, layout: SnapshotLayou
     )
   }
   try {
-    await store.put(key, Buffer.from(`${JSON.stringify(record, null, 2)}\n`, 'utf8'), { ifNoneMatch: true })
+    await store.put(key, encodeRecord(record), { ifNoneMatch: true })
     return false
   } catch (err) {
     if (!isTidemarkError(err, 'TIDEMARK_DFS_OBJECT_EXISTS')) throw err
@@ -122,7 +122,21 @@ export function checkSame(stored: unknown, record: ReplayRecord, where: string, 
   }
 }
 
-async function readRecord(store: SnapshotStore, key: string): Promise<unknown> {
+/**
+ * Writes `record` over the namespace's record: only for a replay that
+ * committed nothing of its range, started again with other parameters (see
+ * replayJob), whose record is the only thing of it that other calls read.
+ */
+export async function replaceRecord(store: SnapshotStore, layout: SnapshotLayout, record: ReplayRecord): Promise<void> {
+  await store.put(recordKey(layout), encodeRecord(record))
+}
+
+function encodeRecord(record: ReplayRecord): Buffer {
+  return Buffer.from(`${JSON.stringify(record, null, 2)}\n`, 'utf8')
+}
+
+/** The record at `key`: undefined when there is none, `{ unreadable }` when it is not JSON (it then differs from every record). */
+export async function readRecord(store: SnapshotStore, key: string): Promise<unknown> {
   let body: Buffer
   try {
     body = await readAll(await store.get(key, { metadata: true }), MAX_RECORD_BYTES)

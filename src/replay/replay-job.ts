@@ -1,3 +1,4 @@
+import { rename } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import { PartitionProcessor } from '../runtime/partition-processor.js'
 import { listManifests, readValidManifests } from '../snapshot/catalog.js'
@@ -6,8 +7,8 @@ import { stateDigest } from '../store/digest.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { inspectStoreDir } from '../store/store-dir.js'
 import { resolveReplayOptions, type ReplayJobOptions, type ResolvedReplay } from './options.js'
-import { checkSame, claimNamespace, REPLAY_METADATA, REPLAY_START_METADATA, replayRecord } from './record.js'
-import { rangeInvalid, seedStore, type Seed } from './seed.js'
+import { checkSame, claimNamespace, differences, readRecord, recordKey, REPLAY_FORMAT, REPLAY_METADATA, REPLAY_START_METADATA, replaceRecord, replayRecord, type ReplayRecord } from './record.js'
+import { rangeInvalid, removeStaging, seedStaging, seedStore, type Seed } from './seed.js'
 
 export interface ReplayResult {
   job: string
@@ -46,6 +47,8 @@ export interface ReplayResult {
  * may be delivered twice, with the same ids). It ends with every output
  * delivered and a snapshot at `to`, and resolves with the state's digest.
  * A call after the end does nothing more and resolves with the same result.
+ * A call with other parameters is refused (TIDEMARK_REPLAY_JOB_EXISTS)
+ * unless nothing of the range was committed yet: then it starts again.
  */
 export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<ReplayResult> {
   const r = resolveReplayOptions(options)
@@ -68,10 +71,23 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
 
   // Both checks before anything is written: the local store must be this
   // replay's (or absent), and so must the namespace in the snapshot store.
-  const local = await readLocalRecord(r.path)
-  if (local.kind === 'store') checkSame(local.record, record, `the local store ${r.path}`, REPLAY_METADATA)
-  await claimNamespace(r.snapshots, r.layout, record)
+  let local = await readLocalRecord(r.path)
   const ownSnapshots = await listManifests(r.snapshots, r.layout)
+  const restart = await restartable(r, record, local, ownSnapshots.length)
+  if (restart !== undefined) {
+    report(`starting replay job ${r.job} again with other parameters (${restart.join('; ')}): its earlier call committed nothing of its range`)
+    // The new record first: a kill before the store is gone leaves a store
+    // that is still unstarted, which the next call discards the same way.
+    // The store goes in one rename, to where the seed is built (seedStore
+    // removes what it finds there first): never half a store at `path`.
+    await replaceRecord(r.snapshots, r.layout, record)
+    await removeStaging(seedStaging(r.path))
+    await rename(r.path, seedStaging(r.path))
+    local = { kind: 'none' }
+  } else if (local.kind === 'store') {
+    checkSame(local.record, record, `the local store ${r.path}`, REPLAY_METADATA)
+  }
+  if (restart === undefined) await claimNamespace(r.snapshots, r.layout, record)
 
   let seed: Seed | undefined
   if (local.kind === 'none' && ownSnapshots.length === 0) {
@@ -171,12 +187,36 @@ async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProces
   return { id: taken.id, key: taken.key }
 }
 
-type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown }
+/** `unstarted`: the store holds a replay record and is at its seed's position, in the source that record names: nothing of the range committed. */
+type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown; unstarted: boolean }
 
 /**
- * The replay record of the store at `path`, read without changing anything.
- * A store without one is not this replay's (checkSame refuses it); a path
- * that holds something else fails on open (TIDEMARK_STORE_NOT_A_STORE).
+ * The parameters' differences when this call may start the replay again with
+ * other parameters, else undefined (then the usual checks decide). That is
+ * when its earlier call committed nothing of its range: its local store (of
+ * this job and partition) is still at its seed's position and it has no
+ * snapshot of its own. No event of the range was applied and no record
+ * emitted, so nothing depends on the old parameters: a handler that failed
+ * on its first batch can be fixed and the same job run again. Without the
+ * local store nobody can tell what was committed (and delivered) before it
+ * was lost, so other parameters are refused as always.
+ */
+async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local: LocalRecord, ownSnapshots: number): Promise<string[] | undefined> {
+  if (local.kind !== 'store' || !local.unstarted || ownSnapshots > 0) return undefined
+  const stored = local.record as ReplayRecord
+  if (stored.job !== record.job || stored.partition !== record.partition) return undefined
+  // A namespace without the record is no replay's: claimNamespace decides.
+  const inNamespace = await readRecord(r.snapshots, recordKey(r.layout))
+  if (inNamespace === undefined) return undefined
+  const diff = [...new Set([...differences(local.record, record), ...differences(inNamespace, record)])]
+  return diff.length === 0 ? undefined : diff
+}
+
+/**
+ * The replay record of the store at `path`, and whether it is unstarted,
+ * read without changing anything. A store without a record
+ * is not this replay's (checkSame refuses it); a path that holds something
+ * else fails on open (TIDEMARK_STORE_NOT_A_STORE).
  */
 async function readLocalRecord(path: string): Promise<LocalRecord> {
   const dir = await inspectStoreDir(path)
@@ -190,7 +230,16 @@ async function readLocalRecord(path: string): Promise<LocalRecord> {
     throw err
   }
   try {
-    return { kind: 'store', record: await store.getMetadata(REPLAY_METADATA) }
+    const record = await store.getMetadata<ReplayRecord>(REPLAY_METADATA)
+    const seed = await store.getMetadata<Seed>(REPLAY_START_METADATA)
+    let unstarted = false
+    if (record?.format === REPLAY_FORMAT && /^\d+$/.test(String(seed?.from)) && typeof record.source?.topic === 'string' && typeof record.source.partition === 'number') {
+      // The record's source, not the asked one: a call that names another
+      // topic must not find "no position" in a store that has one elsewhere.
+      const position = store.position(record.source.topic, record.source.partition)
+      unstarted = position === undefined ? seed!.from === '0' : position === BigInt(seed!.from) - 1n
+    }
+    return { kind: 'store', record, unstarted }
   } finally {
     await store.close()
   }

@@ -32,7 +32,7 @@ export interface Seed {
  * directory, which the next call removes and builds again.
  */
 export async function seedStore<E>(r: ResolvedReplay<E>, record: ReplayRecord, oldest: bigint): Promise<Seed> {
-  const staging = `${r.path}.replay-seed`
+  const staging = seedStaging(r.path)
   await removeStaging(staging)
   const { topic, partition } = r.source
   const start = r.start
@@ -113,6 +113,11 @@ export async function seedStore<E>(r: ResolvedReplay<E>, record: ReplayRecord, o
   return seed
 }
 
+/** Where the seed of the replay whose store is at `path` is built. */
+export function seedStaging(path: string): string {
+  return `${path}.replay-seed`
+}
+
 /** Applies the events after the start snapshot up to `offset`: state only, outputs discarded. */
 async function warmUp<E>(r: ResolvedReplay<E>, store: PartitionStore, offset: bigint): Promise<number> {
   const { topic, partition } = r.source
@@ -153,7 +158,7 @@ export function rangeInvalid<E>(reason: 'beyond-tail' | 'truncated' | 'start-mis
 }
 
 /** Removes a staging directory a killed seed left; only one Tidemark made (or an empty one). */
-async function removeStaging(staging: string): Promise<void> {
+export async function removeStaging(staging: string): Promise<void> {
   const dir = await inspectStoreDir(staging)
   if (dir.kind === 'absent') return
   if (dir.kind === 'foreign') {

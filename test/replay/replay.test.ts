@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest'
 import { fileLogSink, isTidemarkError, restoreSnapshot } from '../../src/index.js'
 import { replayJob, type ReplayJobOptions, type ReplayProgress } from '../../src/replay/index.js'
 import { runReplayCommand } from '../../src/replay/cli.js'
+import { resolveReplayOptions } from '../../src/replay/options.js'
+import { replaceRecord, replayRecord } from '../../src/replay/record.js'
 import { tempDir } from '../helpers/tmp.js'
 import { fold, handler, stateOnly, states, TOPIC, type Sale } from './fixtures/operator.js'
 import { digestOf, distinct, EVENTS, liveJob, outputs, readPosition, readTotals, sourceLog, store } from './helpers.js'
@@ -144,6 +146,56 @@ describe('replayJob', () => {
     expect(isTidemarkError(err, 'TIDEMARK_REPLAY_JOB_EXISTS') && err.details).toMatchObject({ reason: 'other-parameters', differences: ['source.to: "1999" -> "2999"'] })
     expect(await code(replayJob({ ...base, job: 'copy-2', source: { ...base.source, to: 2999n } }))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
     expect(await code(replayJob({ ...base, job: 'beyond', source: { ...base.source, to: 3000n } }))).toBe('TIDEMARK_REPLAY_RANGE_INVALID/beyond-tail')
+    await log.close()
+  })
+
+  it('a replay that committed nothing of its range starts again with other parameters; one that committed a batch, or lost its store, is refused', async () => {
+    const root = tempDir()
+    const log = await sourceLog(root, 3000)
+    const snapshots = await store(join(root, 'snapshots'))
+    // A handler with a bug at one offset; its fix is another fingerprint.
+    const failingAt = (at: bigint): ReplayJobOptions<Sale>['handler'] => (tx, sale, ctx) => {
+      if (ctx.offset === at) throw new Error(`bug at ${at}`)
+      return handler(tx, sale, ctx)
+    }
+    const options = (job: string, fingerprint: string, run: ReplayJobOptions<Sale>['handler'], out = join(root, `out-${job}`)): ReplayJobOptions<Sale> => ({
+      job, source: { log, topic: TOPIC, partition: 0, to: 1999n }, start: 'empty', handler: run, states, fingerprint,
+      output: fileLogSink({ dir: out, fileLog: { sync: false } }), path: join(root, job), snapshots, batchSize: 1000,
+    })
+    const code = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (isTidemarkError(e) ? `${e.code}${typeof e.details.reason === 'string' ? `/${e.details.reason}` : ''}` : String(e)))
+
+    // The first batch fails: nothing of the range committed, the fixed handler starts the job again.
+    expect(await code(replayJob(options('fixed', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    const messages: string[] = []
+    const fixed = await replayJob({ ...options('fixed', 'v2', handler), onProgress: (p) => { if (p.phase === 'prepare') messages.push(p.message) } })
+    expect(fixed).toMatchObject({ source: 'new', from: 0n, events: 2000, offset: 1999n })
+    expect(fixed.digest).toBe(await digestOf(fold(0, 1999)))
+    expect(messages[0]).toMatch(/again with other parameters \(fingerprint: "v1" -> "v2"\)/)
+    const records = await outputs(join(root, 'out-fixed'))
+    expect(records.map((r) => r.id)).toEqual(Array.from({ length: 2000 }, (_, i) => `tm1:fixed:${TOPIC}:0:${i}:0`))
+    // The namespace's record is the new one: the old parameters are now the other ones.
+    const refused = await replayJob(options('fixed', 'v1', handler)).catch((e: unknown) => e)
+    expect(isTidemarkError(refused, 'TIDEMARK_REPLAY_JOB_EXISTS') && refused.details).toMatchObject({ reason: 'other-parameters', differences: ['fingerprint: "v2" -> "v1"'] })
+
+    // A kill between the new record and the discarded store: the store is still unstarted, the next call discards it.
+    expect(await code(replayJob(options('killed', 'v1', failingAt(10n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    const resolved = resolveReplayOptions(options('killed', 'v2', handler))
+    await replaceRecord(snapshots, resolved.layout, replayRecord(resolved))
+    expect(await replayJob(options('killed', 'v2', handler))).toMatchObject({ source: 'new', events: 2000 })
+
+    // One batch committed (and its records delivered): other parameters are refused, the same ones resume.
+    expect(await code(replayJob(options('started', 'v1', failingAt(1200n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    expect(await readPosition(join(root, 'started'))).toBe(999n)
+    expect(await code(replayJob(options('started', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    // Its position is in the source its record names: another topic finds none there, and is refused too.
+    const otherTopic = options('started', 'v1', handler)
+    expect(await code(replayJob({ ...otherTopic, source: { ...otherTopic.source, topic: 'refunds' } }))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    expect(await replayJob(options('started', 'v1', handler))).toMatchObject({ source: 'local', events: 1000 })
+
+    // Nothing committed, but the local store is gone: what it had committed cannot be known, so refused.
+    expect(await code(replayJob(options('lost', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    await rm(join(root, 'lost'), { recursive: true, force: true })
+    expect(await code(replayJob(options('lost', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
     await log.close()
   })
 
