@@ -10,7 +10,15 @@ export class PartitionMetrics {
   /** The partition's key in the snapshot store, for the ownership messages. */
   readonly snapshotLabels: Readonly<SnapshotLabels>
 
-  constructor(labels: PartitionLabels, snapshotPartition: string = String(labels.partition)) {
+  constructor(labels: PartitionLabels, snapshotPartition: string = String(labels?.partition)) {
+    // The labels of every metric: junk here would surface as a strange
+    // series in whatever scrapes them, far from the mistake.
+    if (typeof labels !== 'object' || labels === null) throw new TypeError(`labels must be an object { job, topic, partition }, got ${labels === null ? 'null' : typeof labels}`)
+    for (const name of ['job', 'topic'] as const) {
+      if (typeof labels[name] !== 'string' || labels[name] === '') throw new TypeError(`labels.${name} must be a non-empty string, got ${JSON.stringify(labels[name]) ?? typeof labels[name]}`)
+    }
+    if (!Number.isInteger(labels.partition) || labels.partition < 0) throw new RangeError(`labels.partition must be a non-negative integer, got ${String(labels.partition)}`)
+    if (typeof snapshotPartition !== 'string' || snapshotPartition === '') throw new TypeError(`snapshotPartition must be a non-empty string, got ${JSON.stringify(snapshotPartition) ?? typeof snapshotPartition}`)
     this.labels = Object.freeze({ job: labels.job, topic: labels.topic, partition: labels.partition })
     this.snapshotLabels = Object.freeze({ job: labels.job, partition: snapshotPartition })
   }

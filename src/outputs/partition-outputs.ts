@@ -369,6 +369,7 @@ function checkHeaders(headers: unknown): string[] {
 
 /** The dedupe watermarks a store holds: per upstream partition key, the highest (offset, index) applied. */
 export async function readDedupeWatermarks(store: PartitionStore): Promise<Map<string, { offset: bigint; index: number }>> {
+  checkStore(store, 'readDedupeWatermarks')
   const out = new Map<string, { offset: bigint; index: number }>()
   for await (const [key, [offset, index]] of store.transaction().value(DEDUPE_STATE).entries()) out.set(key, { offset: BigInt(offset), index })
   return out
@@ -376,9 +377,16 @@ export async function readDedupeWatermarks(store: PartitionStore): Promise<Map<s
 
 /** The outbox's records in delivery order (for tools and tests). */
 export async function readOutbox(store: PartitionStore): Promise<OutboxRecord[]> {
+  checkStore(store, 'readOutbox')
   const out: OutboxRecord[] = []
   for await (const [, value] of store.transaction().value(OUTBOX_STATE).entries()) out.push(...decodeOutboxChunk(value).records)
   return out
+}
+
+function checkStore(store: unknown, fn: string): void {
+  if (typeof (store as PartitionStore | null | undefined)?.transaction !== 'function') {
+    throw new TypeError(`${fn}(store): store must be an open PartitionStore, got ${store === null ? 'null' : typeof store}`)
+  }
 }
 
 /** The `tidemark-id` header of an event that has headers (an OutboxRecord from outboxRecordCodec(), a Kafka record). */

@@ -45,6 +45,7 @@ export function encodeOutboxRecord(r: OutboxRecord): Buffer {
 
 /** The inverse of encodeOutboxRecord; throws an Error naming what is wrong (callers wrap it as a decode failure). */
 export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
+  if (!(bytes instanceof Uint8Array)) throw new TypeError(`decodeOutboxRecord(bytes): bytes must be a Uint8Array, got ${bytes === null ? 'null' : typeof bytes}`)
   const b = asBuffer(bytes)
   return new RecordReader(b).record(0, b.length)
 }

@@ -364,6 +364,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * resolves with the number applied.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${options === null ? 'null' : typeof options}`)
     // The store failed while no catch-up ran (the reopen after a checkpoint).
     if (this.#failure !== undefined && this.#state === 'running') {
       await this.#stopOnFailure()

@@ -51,6 +51,7 @@ export interface PointInTimeResult {
  * log replayed through the handler up to the target.
  */
 export async function restoreToPoint<E>(options: PointInTimeOptions<E>): Promise<PointInTimeResult> {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${options === null ? 'null' : typeof options}`)
   const { job, topic, partition, log, states, handler, snapshotStore, path } = options
   const codec = options.codec ?? jsonCodec<E>()
   if (typeof path !== 'string' || path === '') throw new TypeError('options.path must be a non-empty string')

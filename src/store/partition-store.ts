@@ -278,8 +278,11 @@ export class PartitionStore implements TransactionHost {
     this.#checkOpen()
     // Definitions are frozen: the one that passed last passes again (a
     // handler asks for its state's view on every event).
-    if (def === this.#lastChecked) return
-    const known = this.#states.get(def?.name)
+    if (def === this.#lastChecked && def !== undefined) return
+    if (typeof def !== 'object' || def === null || typeof def.name !== 'string') {
+      throw new TypeError(`expected a state definition (made by valueState() or mapState()), got ${def === null ? 'null' : Array.isArray(def) ? 'an array' : typeof def}`)
+    }
+    const known = this.#states.get(def.name)
     if (known === undefined) {
       throw new TidemarkError('TIDEMARK_UNKNOWN_STATE', `state ${JSON.stringify(def?.name)} is not one of this store's states (${[...this.#states.keys()].join(', ') || 'none'}); pass it in options.states`)
     }

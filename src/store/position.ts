@@ -38,5 +38,6 @@ export function sourceId(topic: string, partition: number): string {
 }
 
 export function formatPosition(p: Position): string {
+  if (typeof p !== 'object' || p === null) throw new TypeError(`position must be a { topic, partition, offset }, got ${p === null ? 'null' : typeof p}`)
   return `${p.topic}/${p.partition}@${p.offset}`
 }

@@ -63,12 +63,19 @@ function checkCodec<V>(codec: Codec<V> | undefined): Codec<V> {
   return codec
 }
 
+function checkOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(`options must be an object ({ codec?, keyType? }), got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`)
+  }
+}
+
 export interface ValueStateOptions<V, T extends KeyType> {
   codec?: Codec<V>
   keyType?: T
 }
 
 export function valueState<V = unknown, T extends KeyType = 'string'>(name: string, options: ValueStateOptions<V, T> = {}): ValueState<V, KeyOf<T>> {
+  checkOptions(options)
   return Object.freeze({
     kind: 'value' as const,
     name: checkName(name),
@@ -86,6 +93,7 @@ export function mapState<V = unknown, T extends KeyType = 'string', ST extends K
   name: string,
   options: MapStateOptions<V, T, ST> = {},
 ): MapState<V, KeyOf<T>, KeyOf<ST>> {
+  checkOptions(options)
   return Object.freeze({
     kind: 'map' as const,
     name: checkName(name),

@@ -173,6 +173,7 @@ export class Transaction {
   #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
 
   constructor(host: TransactionHost, options: TransactionOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${options === null ? 'null' : typeof options}`)
     this.#host = host
     const after = options.after
     if (after !== undefined) {
@@ -505,6 +506,7 @@ export class Transaction {
     options: ScanOptions<K>,
     what: string,
   ): AsyncGenerator<[K, V]> {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`entries(options): options must be an object ({ prefix?, gt?, gte?, lt?, lte?, reverse?, limit? }), got ${options === null ? 'null' : typeof options}`)
     const max = this.#host.maxKeyBytes
     const enc = (k: K, field: string): Buffer => Buffer.concat([base, keyBytes(k as KeyInput, `${what} (${field})`, max)])
     const limit = options.limit ?? Infinity
