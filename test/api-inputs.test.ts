@@ -58,6 +58,10 @@ describe('junk arguments', () => {
     ['tx.value(def)', (j) => store.transaction().value(j as never), /state definition/],
     ['store.transaction(options)', (j) => store.transaction(j as never), /options must be an object/],
     ['processor.catchUp(options)', (j) => processor.catchUp(j as never), /catchUp\(options\): options must be an object/],
+    // A junk signal used to pass run() and fail later in a timer's callback, outside any promise: an uncaught exception.
+    ['processor.run(signal)', (j) => processor.run(j as never), /run\(signal\): signal must be an AbortSignal/],
+    ['processor.catchUp({ signal })', (j) => processor.catchUp({ signal: j as never }), /options\.signal must be an AbortSignal/],
+    ['processor.catchUp({ end })', (j) => processor.catchUp({ end: j as never }), /options\.end must be a bigint/],
     ['restoreToPoint(options)', (j) => restoreToPoint(j as never), /options/],
     ['view.entries(options)', async (j) => {
       for await (const entry of store.transaction().value(st).entries(j as never)) void entry

@@ -365,6 +365,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${options === null ? 'null' : typeof options}`)
+    if (options.end !== undefined && typeof options.end !== 'bigint') throw new TypeError(`catchUp(options): options.end must be a bigint offset, got ${typeof options.end}`)
+    if (options.end !== undefined && options.end < 0n) throw new RangeError(`catchUp(options): options.end must not be negative, got ${options.end}n`)
+    if (options.signal !== undefined) checkSignal(options.signal, 'catchUp(options): options.signal')
     // The store failed while no catch-up ran (the reopen after a checkpoint).
     if (this.#failure !== undefined && this.#state === 'running') {
       await this.#stopOnFailure()
@@ -412,6 +415,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   /** Processes until the signal aborts (then resolves) or an error stops the partition (then rejects). */
   async run(signal: AbortSignal): Promise<void> {
+    // Checked here: a junk signal would otherwise fail in a timer's callback, outside any promise.
+    checkSignal(signal, 'run(signal): signal')
     while (!signal.aborted) {
       const applied = await this.catchUp({ signal })
       if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal, this.#stopped.signal)
@@ -646,6 +651,10 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   if (owner !== undefined && (typeof owner !== 'string' || owner === '')) throw new TypeError(`options.ownership.owner must be a non-empty string, got ${JSON.stringify(owner)}`)
   if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)
   return Object.freeze({ leaseMs, takeover, clock, ...(owner === undefined ? {} : { owner }) })
+}
+
+function checkSignal(signal: unknown, what: string): void {
+  if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${signal === null ? 'null' : typeof signal}`)
 }
 
 function waitFor(ms: number, ...signals: AbortSignal[]): Promise<void> {
