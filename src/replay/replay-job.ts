@@ -1,5 +1,6 @@
 import { rename } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
+import { readClaim } from '../ownership/claim.js'
 import { PartitionProcessor } from '../runtime/partition-processor.js'
 import { listManifests, readValidManifests } from '../snapshot/catalog.js'
 import type { SnapshotResult } from '../snapshot/snapshotter.js'
@@ -199,7 +200,8 @@ type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown; unstarte
  * emitted, so nothing depends on the old parameters: a handler that failed
  * on its first batch can be fixed and the same job run again. Without the
  * local store nobody can tell what was committed (and delivered) before it
- * was lost, so other parameters are refused as always.
+ * was lost, so other parameters are refused as always; so they are while
+ * the partition's claim is held (a call may be running elsewhere).
  */
 async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local: LocalRecord, ownSnapshots: number): Promise<string[] | undefined> {
   if (local.kind !== 'store' || !local.unstarted || ownSnapshots > 0) return undefined
@@ -209,7 +211,15 @@ async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local:
   const inNamespace = await readRecord(r.snapshots, recordKey(r.layout))
   if (inNamespace === undefined) return undefined
   const diff = [...new Set([...differences(local.record, record), ...differences(inNamespace, record)])]
-  return diff.length === 0 ? undefined : diff
+  if (diff.length === 0) return undefined
+  // Another call of the replay, with its own store (another machine), may be
+  // running it under the old parameters and have committed and delivered
+  // what this store does not show: only a claim that was released, or whose
+  // lease ran out, shows that no call runs it now.
+  const claim = await readClaim(r.snapshots, r.job, r.layout.partition)
+  const until = claim?.record?.leaseUntil
+  if (claim !== undefined && !(until === 0 || (typeof until === 'number' && until < Date.now()))) return undefined
+  return diff
 }
 
 /**

@@ -2,7 +2,7 @@ import { mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { fileLogSink, isTidemarkError, restoreSnapshot } from '../../src/index.js'
+import { acquireClaim, fileLogSink, isTidemarkError, restoreSnapshot } from '../../src/index.js'
 import { replayJob, type ReplayJobOptions, type ReplayProgress } from '../../src/replay/index.js'
 import { runReplayCommand } from '../../src/replay/cli.js'
 import { resolveReplayOptions } from '../../src/replay/options.js'
@@ -176,6 +176,13 @@ describe('replayJob', () => {
     // The namespace's record is the new one: the old parameters are now the other ones.
     const refused = await replayJob(options('fixed', 'v1', handler)).catch((e: unknown) => e)
     expect(isTidemarkError(refused, 'TIDEMARK_REPLAY_JOB_EXISTS') && refused.details).toMatchObject({ reason: 'other-parameters', differences: ['fingerprint: "v2" -> "v1"'] })
+
+    // While the partition's claim is held (a call of the replay may run elsewhere), other parameters are refused.
+    expect(await code(replayJob(options('busy', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    const elsewhere = await acquireClaim({ store: snapshots, job: 'busy', partition: 0, takeover: 'force', leaseMs: 60_000 })
+    expect(await code(replayJob(options('busy', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    await elsewhere.release()
+    expect(await replayJob(options('busy', 'v2', handler))).toMatchObject({ source: 'new', events: 2000 })
 
     // A kill between the new record and the discarded store: the store is still unstarted, the next call discards it.
     expect(await code(replayJob(options('killed', 'v1', failingAt(10n))))).toBe('TIDEMARK_HANDLER_FAILED')
