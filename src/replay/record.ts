@@ -9,6 +9,17 @@ export const REPLAY_FORMAT = 'tidemark-replay/1'
 export const REPLAY_METADATA = 'tidemark.replay'
 /** Where the replay's seed says where it started (seed.ts). */
 export const REPLAY_START_METADATA = 'tidemark.replay.start'
+/**
+ * The claim the last call on this store took ({ epoch, exclusive }):
+ * exclusive while every claim of the replay's partition so far was taken by
+ * calls on this store, so that what it shows is all any call committed.
+ */
+export const REPLAY_CLAIM_METADATA = 'tidemark.replay.claim'
+
+export interface ReplayClaimMark {
+  epoch: number
+  exclusive: boolean
+}
 const MAX_RECORD_BYTES = 64 * 1024
 
 /**

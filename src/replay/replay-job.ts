@@ -1,6 +1,6 @@
 import { rename } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import { readClaim } from '../ownership/claim.js'
+import { readClaim, type StoredClaim } from '../ownership/claim.js'
 import { PartitionProcessor } from '../runtime/partition-processor.js'
 import { listManifests, readValidManifests } from '../snapshot/catalog.js'
 import type { SnapshotResult } from '../snapshot/snapshotter.js'
@@ -8,7 +8,10 @@ import { stateDigest } from '../store/digest.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { inspectStoreDir } from '../store/store-dir.js'
 import { resolveReplayOptions, type ReplayJobOptions, type ResolvedReplay } from './options.js'
-import { checkSame, claimNamespace, differences, readRecord, recordKey, REPLAY_FORMAT, REPLAY_METADATA, REPLAY_START_METADATA, replaceRecord, replayRecord, type ReplayRecord } from './record.js'
+import {
+  checkSame, claimNamespace, differences, readRecord, recordKey, REPLAY_CLAIM_METADATA, REPLAY_FORMAT, REPLAY_METADATA, REPLAY_START_METADATA,
+  replaceRecord, replayRecord, type ReplayClaimMark, type ReplayRecord,
+} from './record.js'
 import { rangeInvalid, removeStaging, seedStaging, seedStore, type Seed } from './seed.js'
 
 export interface ReplayResult {
@@ -75,6 +78,9 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
   let local = await readLocalRecord(r.path)
   const ownSnapshots = await listManifests(r.snapshots, r.layout)
   const restart = await restartable(r, record, local, ownSnapshots.length)
+  // The claim the last call on this store took: a restarted store's too, whose
+  // claims the new store continues (restartable checked they were all its).
+  const previousMark = local.kind === 'store' ? local.claim : undefined
   if (restart !== undefined) {
     report(`starting replay job ${r.job} again with other parameters (${restart.join('; ')}): its earlier call committed nothing of its range`)
     // The new record first: a kill before the store is gone leaves a store
@@ -131,8 +137,12 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
   processor.on('snapshot-failed', (error) => snapshotErrors.push(error))
 
   try {
+    // The claim before this call takes it: was it this store's calls' all along?
+    const before = await readClaim(r.snapshots, r.job, r.layout.partition)
     const started = await processor.start()
     const store = processor.store
+    const mark: ReplayClaimMark = { epoch: started.epoch, exclusive: claimedHereOnly(before, previousMark, started.epoch) }
+    await store.setMetadata(REPLAY_CLAIM_METADATA, mark)
     // A store restored from the replay's own snapshot carries its record too.
     checkSame(await store.getMetadata(REPLAY_METADATA), record, `the replay's store ${r.path}`, REPLAY_METADATA)
     const events = await processor.catchUp({ end: to + 1n, ...(r.signal === undefined ? {} : { signal: r.signal }) })
@@ -188,8 +198,23 @@ async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProces
   return { id: taken.id, key: taken.key }
 }
 
-/** `unstarted`: the store holds a replay record and is at its seed's position, in the source that record names: nothing of the range committed. */
-type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown; unstarted: boolean }
+/**
+ * `unstarted`: the store holds a replay record and is at its seed's
+ * position, in the source that record names: nothing of the range
+ * committed. `claim`: the claim its last call took (undefined before any).
+ */
+type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown; unstarted: boolean; claim: ReplayClaimMark | undefined }
+
+/**
+ * Whether every claim of the partition so far, `epoch` (just taken) too, was
+ * taken by calls on the store this call runs on: the claim before this one
+ * was the one its last call took (`previous`; for a store seeded by this
+ * call, there was none), and nobody took one in between.
+ */
+function claimedHereOnly(before: StoredClaim | undefined, previous: ReplayClaimMark | undefined, epoch: number): boolean {
+  const intact = previous === undefined ? before === undefined : previous.exclusive && before?.record?.epoch === previous.epoch
+  return intact && epoch === (before?.record?.epoch ?? 0) + 1
+}
 
 /**
  * The parameters' differences when this call may start the replay again with
@@ -201,7 +226,9 @@ type LocalRecord = { kind: 'none' } | { kind: 'store'; record: unknown; unstarte
  * on its first batch can be fixed and the same job run again. Without the
  * local store nobody can tell what was committed (and delivered) before it
  * was lost, so other parameters are refused as always; so they are while
- * the partition's claim is held (a call may be running elsewhere).
+ * the partition's claim is held, and once a call that did not run on this
+ * store took it (REPLAY_CLAIM_METADATA): that call, on another machine with
+ * its own store, may have committed and delivered what this one does not show.
  */
 async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local: LocalRecord, ownSnapshots: number): Promise<string[] | undefined> {
   if (local.kind !== 'store' || !local.unstarted || ownSnapshots > 0) return undefined
@@ -217,8 +244,12 @@ async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local:
   // what this store does not show: only a claim that was released, or whose
   // lease ran out, shows that no call runs it now.
   const claim = await readClaim(r.snapshots, r.job, r.layout.partition)
-  const until = claim?.record?.leaseUntil
-  if (claim !== undefined && !(until === 0 || (typeof until === 'number' && until < Date.now()))) return undefined
+  if (claim === undefined) return local.claim === undefined ? diff : undefined
+  const until = claim.record?.leaseUntil
+  if (!(until === 0 || (typeof until === 'number' && until < Date.now()))) return undefined
+  // And every claim so far was taken by calls on this store: a call on
+  // another machine that ran (and delivered) before or after them took one.
+  if (local.claim?.exclusive !== true || claim.record?.epoch !== local.claim.epoch) return undefined
   return diff
 }
 
@@ -249,7 +280,7 @@ async function readLocalRecord(path: string): Promise<LocalRecord> {
       const position = store.position(record.source.topic, record.source.partition)
       unstarted = position === undefined ? seed!.from === '0' : position === BigInt(seed!.from) - 1n
     }
-    return { kind: 'store', record, unstarted }
+    return { kind: 'store', record, unstarted, claim: await store.getMetadata<ReplayClaimMark>(REPLAY_CLAIM_METADATA) }
   } finally {
     await store.close()
   }

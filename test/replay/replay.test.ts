@@ -177,12 +177,21 @@ describe('replayJob', () => {
     const refused = await replayJob(options('fixed', 'v1', handler)).catch((e: unknown) => e)
     expect(isTidemarkError(refused, 'TIDEMARK_REPLAY_JOB_EXISTS') && refused.details).toMatchObject({ reason: 'other-parameters', differences: ['fingerprint: "v2" -> "v1"'] })
 
-    // While the partition's claim is held (a call of the replay may run elsewhere), other parameters are refused.
-    expect(await code(replayJob(options('busy', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
-    const elsewhere = await acquireClaim({ store: snapshots, job: 'busy', partition: 0, takeover: 'force', leaseMs: 60_000 })
-    expect(await code(replayJob(options('busy', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
-    await elsewhere.release()
-    expect(await replayJob(options('busy', 'v2', handler))).toMatchObject({ source: 'new', events: 2000 })
+    // Another owner took the partition's claim after this store's call (a call on another machine, with its own
+    // store, that may have committed and delivered): refused while it holds the claim, and after it released it.
+    expect(await code(replayJob(options('elsewhere', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    const other = await acquireClaim({ store: snapshots, job: 'elsewhere', partition: 0, takeover: 'force', leaseMs: 60_000 })
+    expect(await code(replayJob(options('elsewhere', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    await other.release()
+    expect(await code(replayJob(options('elsewhere', 'v2', handler)))).toBe('TIDEMARK_REPLAY_JOB_EXISTS/other-parameters')
+    // The same parameters resume it as always.
+    expect(await replayJob(options('elsewhere', 'v1', handler))).toMatchObject({ source: 'local', events: 2000 })
+
+    // Two failed calls on the same store, then a fix: the claims were all this store's calls'.
+    expect(await code(replayJob(options('twice', 'v1', failingAt(500n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    expect(await code(replayJob(options('twice', 'v1', failingAt(600n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    expect(await code(replayJob(options('twice', 'v2', failingAt(700n))))).toBe('TIDEMARK_HANDLER_FAILED')
+    expect(await replayJob(options('twice', 'v3', handler))).toMatchObject({ source: 'new', events: 2000 })
 
     // A kill between the new record and the discarded store: the store is still unstarted, the next call discards it.
     expect(await code(replayJob(options('killed', 'v1', failingAt(10n))))).toBe('TIDEMARK_HANDLER_FAILED')
