@@ -13,9 +13,7 @@ export const MAX_OFFSET = (1n << 63n) - 1n
 const MAX_TOPIC_BYTES = 1024
 
 export function validatePosition(position: unknown, argument = 'position'): Position {
-  if (position === null || typeof position !== 'object') {
-    throw new TypeError(`${argument} must be { topic, partition, offset }, got ${position === null ? 'null' : typeof position}`)
-  }
+  checkObject(position, argument)
   const { topic, partition, offset } = position as Record<string, unknown>
   if (typeof topic !== 'string' || topic.length === 0 || Buffer.byteLength(topic) > MAX_TOPIC_BYTES) {
     throw new TypeError(`${argument}.topic must be a non-empty string of at most ${MAX_TOPIC_BYTES} bytes, got ${JSON.stringify(topic)}`)
@@ -32,12 +30,19 @@ export function validatePosition(position: unknown, argument = 'position'): Posi
   return { topic, partition, offset }
 }
 
+function checkObject(position: unknown, argument: string): void {
+  if (position === null || typeof position !== 'object') {
+    throw new TypeError(`${argument} must be { topic, partition, offset }, got ${position === null ? 'null' : typeof position}`)
+  }
+}
+
 /** Identifies a source partition inside maps. */
 export function sourceId(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`
 }
 
+/** topic/partition@offset; only the shape is checked, so that a message may name a position that validatePosition() refuses. */
 export function formatPosition(p: Position): string {
-  if (typeof p !== 'object' || p === null) throw new TypeError(`position must be a { topic, partition, offset }, got ${p === null ? 'null' : typeof p}`)
+  checkObject(p, 'position')
   return `${p.topic}/${p.partition}@${p.offset}`
 }
