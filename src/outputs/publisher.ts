@@ -381,9 +381,14 @@ export class OutboxPublisher {
     return { size, records, encoded, parts }
   }
 
+  /** The sink's send as a promise: one that throws instead of rejecting fails the attempt the same way (it escaped the loop, unhandled). */
   #send(batch: Batch): Promise<void> {
     const sink = this.#o.sink
-    return this.#encoded ? sink.sendEncoded!(batch.encoded) : sink.send(batch.records)
+    try {
+      return Promise.resolve(this.#encoded ? sink.sendEncoded!(batch.encoded) : sink.send(batch.records))
+    } catch (err) {
+      return Promise.reject(err)
+    }
   }
 
   /**

@@ -1,0 +1,42 @@
+import { join } from 'node:path'
+import { expect, it } from 'vitest'
+import { openFileLog } from '../../src/index.js'
+import { fileLogSink, type OutboxRecord, type OutputSink, type OutputsEvent } from '../../src/outputs/index.js'
+import { tempDir } from '../helpers/tmp.js'
+import { counter, wordLog } from './fixtures.js'
+
+it('a sink whose send() throws instead of rejecting fails that attempt like a rejection: retried, delivered, nothing lost', async () => {
+  const dir = tempDir()
+  const log = await wordLog(join(dir, 'log'), 120)
+  const inner = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+  let calls = 0
+  // Not async: the throw comes out of the call itself (it used to escape the
+  // publisher's loop as an unhandled rejection, which ends a Node process).
+  const sink: OutputSink = {
+    name: 'throws',
+    send(records: readonly OutboxRecord[]): Promise<void> {
+      if (++calls <= 2) throw new Error(`broken send ${calls}`)
+      return inner.send(records)
+    },
+    close: () => inner.close(),
+  }
+  const p = counter(dir, log, { sink, retry: { initialMs: 1, maxMs: 5 } }, { snapshots: undefined })
+  const events: OutputsEvent[] = []
+  p.on('outputs', (e) => events.push(e))
+  await p.start()
+  expect(await p.catchUp()).toBe(120)
+  await p.flushOutputs()
+  await p.close()
+  await sink.close()
+  await log.close()
+  const failed = events.filter((e) => e.type === 'delivery-failed')
+  expect(failed.map((e) => (e.type === 'delivery-failed' ? [e.error.code, e.attempt, /broken send/.test(e.error.message)] : []))).toEqual([
+    ['TIDEMARK_OUTPUT_DELIVERY_FAILED', 1, true],
+    ['TIDEMARK_OUTPUT_DELIVERY_FAILED', 2, true],
+  ])
+  const out = await openFileLog(join(dir, 'out', 'counts'), { readOnly: true })
+  let delivered = 0
+  for await (const entry of out.read(0n)) if (entry.data.byteLength > 0) delivered++
+  await out.close()
+  expect(delivered).toBe(120)
+})
