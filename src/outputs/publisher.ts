@@ -95,7 +95,16 @@ export class OutboxPublisher {
   constructor(options: OutboxPublisherOptions) {
     this.#store = options.store
     this.#o = options.outputs
-    this.#onEvent = options.onEvent ?? (() => undefined)
+    const onEvent = options.onEvent
+    // The events are sent from the delivery loop: a listener's bug must not
+    // stop delivery (its throw ended the loop, as an unhandled rejection).
+    this.#onEvent = onEvent === undefined ? () => undefined : (event) => {
+      try {
+        onEvent(event)
+      } catch {
+        // a listener's bug must not stop delivery
+      }
+    }
     this.#onStoreFailed = options.onStoreFailed ?? (() => undefined)
     this.#encoded = this.#o.sink.sendEncoded !== undefined
   }

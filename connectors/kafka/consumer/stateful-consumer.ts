@@ -95,7 +95,16 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   // Every event also goes to the logger and the ownership metrics (observe.ts).
   override emit<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean {
     observeConsumerEvent(this.options.logger, this.options.job, event, args[0])
-    return super.emit(event, ...(args as never))
+    try {
+      return super.emit(event, ...(args as never))
+    } catch (err) {
+      // Events are sent from the group's callbacks and the partitions'
+      // loops, where a throw stopped a partition's work or the group's runner
+      // (or was an unhandled rejection): a listener's bug must not, so it is
+      // logged and the listeners after it are skipped.
+      this.options.logger.error({ job: this.options.job, event, err }, `a listener of the consumer's ${event} event threw; the consumer goes on`)
+      return true
+    }
   }
 
   constructor(options: StatefulConsumerOptions<V>) {

@@ -1,0 +1,36 @@
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer } from '../../connectors/kafka/index.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { committedThrough, consumerOptions, openProducer, produceWords, type WordEvent } from './fixture.js'
+
+describe('StatefulConsumer: listeners', () => {
+  it('a listener that throws does not stop the consumer: every record is applied, every partition keeps running', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-listen')
+    const produced = await produceWords(producer, topic, [0, 1], 200)
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir(), snapshotRoot: tempDir() }))
+    onTestFinished(async () => { await consumer.close() })
+    const done = committedThrough([consumer], produced)
+    // After committedThrough's listener: a throw stops the listeners after it, not those before.
+    const thrown: string[] = []
+    for (const event of ['assignment', 'partition-started', 'commit', 'snapshot', 'snapshotter', 'restore'] as const) {
+      consumer.on(event, () => {
+        thrown.push(event)
+        throw new Error(`the ${event} listener's bug`)
+      })
+    }
+    const failed: unknown[] = []
+    consumer.on('partition-failed', (f) => failed.push(f))
+    await consumer.start()
+    await done
+    expect(failed).toEqual([])
+    expect(new Set(thrown)).toEqual(new Set(['assignment', 'partition-started', 'commit']))
+    expect(consumer.counts()).toEqual({ applied: produced.length, skipped: 0, deadLettered: 0 })
+    const states = consumer.partitions().map((p) => p.state)
+    expect(states.length).toBeGreaterThanOrEqual(2)
+    expect(new Set(states)).toEqual(new Set(['running']))
+  })
+})
