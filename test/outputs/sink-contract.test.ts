@@ -40,3 +40,25 @@ it('a sink whose send() throws instead of rejecting fails that attempt like a re
   await out.close()
   expect(delivered).toBe(120)
 })
+
+it('an outputs listener that throws does not stop delivery (it ended the delivery loop, an unhandled rejection)', async () => {
+  const dir = tempDir()
+  const log = await wordLog(join(dir, 'log'), 60)
+  const sink = fileLogSink({ dir: join(dir, 'out'), fileLog: { sync: false } })
+  const p = counter(dir, log, { sink }, { snapshots: undefined })
+  const seen: string[] = []
+  p.on('outputs', (e) => {
+    seen.push(e.type)
+    throw new Error(`the listener's bug on ${e.type}`)
+  })
+  await p.start()
+  expect(await p.catchUp()).toBe(60)
+  await p.flushOutputs()
+  await p.close()
+  await sink.close()
+  await log.close()
+  expect(seen).toContain('delivered')
+  const out = await openFileLog(join(dir, 'out', 'counts'), { readOnly: true })
+  expect(await out.tail()).toBe(60n)
+  await out.close()
+})
