@@ -138,20 +138,21 @@ export class SnapshotScheduler {
     this.#bytes = 0
     this.#lastStart = performance.now()
     const run = (async () => {
+      let result: SnapshotResult
       try {
-        const result = await this.snapshotter.takeSnapshot()
-        this.#onSnapshot?.(result)
-        return result
+        result = await this.snapshotter.takeSnapshot()
       } catch (error) {
         this.#events += events
         this.#bytes += bytes
         // Another caller's snapshot of the same store is no failure of ours.
         if (!isTidemarkError(error, 'TIDEMARK_SNAPSHOT_IN_PROGRESS')) this.#notBefore = performance.now() + this.options.retryDelayMs
-        this.#onError?.(error)
+        notify(this.#onError, error)
         return undefined
       } finally {
         this.#running = undefined
       }
+      notify(this.#onSnapshot, result)
+      return result
     })()
     this.#running = run
     return run
@@ -161,4 +162,18 @@ export class SnapshotScheduler {
 /** Every position of `wanted` is at or before the one of its source partition in `have`. */
 function covers(have: readonly Position[], wanted: readonly Position[]): boolean {
   return wanted.every((w) => have.some((h) => h.topic === w.topic && h.partition === w.partition && h.offset >= w.offset))
+}
+
+/**
+ * Calls a callback of the schedule. Nobody awaits a scheduled snapshot, so a
+ * throw here was an unhandled rejection (which ends a Node process), and an
+ * onSnapshot that threw was reported to onError as a failed snapshot: a
+ * listener's bug must not do either.
+ */
+function notify<T>(callback: ((value: T) => void) | undefined, value: T): void {
+  try {
+    callback?.(value)
+  } catch {
+    // a listener's bug must not stop the schedule
+  }
 }

@@ -52,6 +52,30 @@ describe('SnapshotScheduler', () => {
     expect(results[0]!.positions).toEqual(f.store.positions())
   })
 
+  it('callbacks that throw: a snapshot stays a success, a failure is reported once, and the schedule goes on', async () => {
+    // Nobody awaits a scheduled snapshot: an onError that threw was an unhandled rejection (it ends a Node
+    // process), and an onSnapshot that threw was reported to onError as a failed snapshot.
+    let taken = 0
+    const failures: unknown[] = []
+    const { f, scheduler } = await setup({
+      everyEvents: 100, everyBytes: 0, intervalMs: 0, retryDelayMs: 0,
+      onSnapshot: () => { taken++; throw new Error('onSnapshot bug') },
+      onError: (e) => { failures.push(e); throw new Error('onError bug') },
+    })
+    scheduler.noteCommit(100, 1000)
+    await until(() => taken === 1 && !scheduler.inFlight)
+    expect(failures).toEqual([])
+    const take = f.snapshotter.takeSnapshot.bind(f.snapshotter)
+    f.snapshotter.takeSnapshot = () => Promise.reject(new Error('injected snapshot failure'))
+    scheduler.noteCommit(100, 1000)
+    await until(() => failures.length === 1 && !scheduler.inFlight)
+    f.snapshotter.takeSnapshot = take
+    await f.write(0, 10, 3)
+    scheduler.noteCommit(100, 1000)
+    await until(() => taken === 2 && !scheduler.inFlight)
+    expect(failures.map((e) => (e as Error).message)).toEqual(['injected snapshot failure'])
+  })
+
   it('snapshots when the bytes committed reach everyBytes, one at a time however fast commits come', async () => {
     const { f, scheduler, results, errors, maxConcurrent } = await setup({ everyEvents: 0, everyBytes: 1000, intervalMs: 0 })
     for (let i = 0; i < 40; i++) {
