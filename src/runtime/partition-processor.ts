@@ -230,7 +230,15 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   override emit<K extends keyof ProcessorEvents>(event: K, ...args: ProcessorEvents[K]): boolean
   override emit(event: keyof ProcessorEvents, ...args: unknown[]): boolean {
     observeProcessorEvent(this.#logger, this.#metrics, event, args[0] as never)
-    return super.emit(event, ...(args as never))
+    if (!BACKGROUND_EVENTS.has(event)) return super.emit(event, ...(args as never))
+    try {
+      return super.emit(event, ...(args as never))
+    } catch (err) {
+      // Sent from the lease's timer or a snapshot nobody awaits: a listener's
+      // throw there was an unhandled rejection, which ends a Node process.
+      this.#logger.error({ topic: this.#o.topic, partition: this.#o.partition, event, err }, `a listener of the processor's ${event} event threw; processing goes on`)
+      return true
+    }
   }
 
   /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */
@@ -652,6 +660,14 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)
   return Object.freeze({ leaseMs, takeover, clock, ...(owner === undefined ? {} : { owner }) })
 }
+
+/**
+ * Events sent from the background (the lease's renewal timer, scheduled
+ * snapshots, the outbox's delivery): a listener's throw is logged, not
+ * passed on. progress, started and commit reach the caller of start() or
+ * catchUp(), like any EventEmitter's, and stop the partition.
+ */
+const BACKGROUND_EVENTS: ReadonlySet<keyof ProcessorEvents> = new Set(['snapshot', 'snapshot-failed', 'snapshotter', 'restore', 'ownership', 'outputs'])
 
 function checkSignal(signal: unknown, what: string): void {
   if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${signal === null ? 'null' : typeof signal}`)
