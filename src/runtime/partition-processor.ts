@@ -181,6 +181,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #renewing = false
   /** Aborted when the partition stops on a failure, so that run() does not sleep through it. */
   readonly #stopped = new AbortController()
+  /** close() was called: a catch-up it cuts short reports that, not a failure. */
+  #closeCalled = false
+  /** The catch-up running or queued last (catchUp() runs them one at a time). */
+  #catchingUp: Promise<unknown> = Promise.resolve()
   #state: 'new' | 'starting' | 'running' | 'closed' = 'new'
   #replayed = false
   /** The error that stopped the partition: the first one, which is the one reported. */
@@ -369,13 +373,23 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   /**
    * Applies every event up to the log's tail as it is now (the first call
    * after start() is the replay, committed every replayBatchSize events) and
-   * resolves with the number applied.
+   * resolves with the number applied. A call made while another catch-up
+   * runs (run()'s, say) waits for it and then catches up from where it ended.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${options === null ? 'null' : typeof options}`)
     if (options.end !== undefined && typeof options.end !== 'bigint') throw new TypeError(`catchUp(options): options.end must be a bigint offset, got ${typeof options.end}`)
     if (options.end !== undefined && options.end < 0n) throw new RangeError(`catchUp(options): options.end must not be negative, got ${options.end}n`)
     if (options.signal !== undefined) checkSignal(options.signal, 'catchUp(options): options.signal')
+    // One at a time: two would read from the same position and apply the
+    // same events, and the second's commit would be refused (not after the
+    // stored position), stopping the partition.
+    const mine = this.#catchingUp.then(() => this.#catchUp(options))
+    this.#catchingUp = mine.catch(() => undefined)
+    return mine
+  }
+
+  async #catchUp(options: { end?: bigint; signal?: AbortSignal }): Promise<number> {
     // The store failed while no catch-up ran (the reopen after a checkpoint).
     if (this.#failure !== undefined && this.#state === 'running') {
       await this.#stopOnFailure()
@@ -403,7 +417,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           this.#scheduler?.noteCommit(events, bytes)
           this.#outputs.committed(offset)
         },
-        onCommitFailed: (error) => this.#fail(error),
+        // After close(), a commit fails because the store closed under it: the close's doing, no failure.
+        onCommitFailed: (error) => { if (!this.#closeCalled) this.#fail(error) },
         beforeCommit: this.#outputs.enabled ? this.#beforeCommitWithRoom : this.#beforeBatchCommit,
       })
       // An idle live loop (run() polls every pollIntervalMs) has nothing to
@@ -412,6 +427,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       this.#replayed = true
       return applied
     } catch (err) {
+      // close() during the catch-up closed the store under the batch in
+      // flight: that batch was not committed, by the caller's doing; no
+      // failure of the partition (nor an error in its log).
+      if (this.#closeCalled && (this.#failure === undefined || this.#failure.error === err)) {
+        throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.#o.topic}/${this.#o.partition} was closed during the catch-up; the batch in flight was not committed (the next owner applies it)`, { cause: err })
+      }
       // A failed batch stops the partition: its owner restarts it, which
       // resumes at the first event of that batch. The first failure is the
       // one reported (a snapshot may have found the store failed first).
@@ -448,6 +469,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
+    this.#closeCalled = true
     if (this.#state === 'running' && this.#failure === undefined && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
     await this.#shutdown()
   }

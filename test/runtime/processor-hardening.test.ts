@@ -284,3 +284,46 @@ describe('PartitionProcessor on a full disk', () => {
     await log.close()
   })
 })
+
+describe('PartitionProcessor: calls that overlap', () => {
+  it('catchUp() while another catch-up runs (two calls, or run() and a call) waits for it: every event applied once, both resolve', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 3000)
+    const p = processor(join(dir, 'state'), log, new FsSnapshotStore({ root: join(dir, 'snapshots') }))
+    await p.start()
+    // They used to read from the same position: the second commit was refused (not after the stored
+    // position) and both calls failed with the partition stopped.
+    const [first, second] = await Promise.all([p.catchUp(), p.catchUp()])
+    expect([first, second]).toEqual([3000, 0])
+    for (let i = 3000; i < 3500; i++) await log.append(Buffer.from(JSON.stringify(saleAt(i))))
+    const stop = new AbortController()
+    const running = p.run(stop.signal)
+    expect(await p.catchUp()).toBeGreaterThanOrEqual(0)
+    expect(p.offset).toBe(3499n)
+    stop.abort()
+    await running
+    expect(await readTotals(p.store)).toEqual(fold(3499))
+    await p.close()
+    await log.close()
+  })
+
+  it('close() during a catch-up: the catch-up rejects with TIDEMARK_PROCESSOR_CLOSED (not the store\'s error), the committed batches stay', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 3000)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const p = processor(join(dir, 'state'), log, snapshots)
+    await p.start()
+    const catching = p.catchUp().catch((e: unknown) => e)
+    await new Promise((resolve) => p.once('commit', resolve))
+    await p.close()
+    const err = await catching
+    expect(err).toMatchObject({ code: 'TIDEMARK_PROCESSOR_CLOSED', message: expect.stringMatching(/closed during the catch-up/) })
+    // The next owner finds what was committed and applies the rest once.
+    const next = processor(join(dir, 'state'), log, snapshots)
+    await next.start()
+    await next.catchUp()
+    expect(await readTotals(next.store)).toEqual(fold(2999))
+    await next.close()
+    await log.close()
+  })
+})
