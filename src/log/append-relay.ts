@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { ERROR_CODES, TidemarkError, type ErrorCode } from '../errors.js'
 
@@ -21,7 +21,16 @@ import { ERROR_CODES, TidemarkError, type ErrorCode } from '../errors.js'
  * relayed append is answered under the holder's). Elsewhere there is no
  * relay and processes take turns through the lock file.
  *
+ * Who may relay: an abstract socket has no file permissions, and its name is
+ * listed in /proc/net/unix for every local user to see. So a connection's
+ * first frame must be the hello, `TMRH` and the holder's lock nonce, which
+ * only a process that can read the log's directory knows (it is in the
+ * lock file and in the name of the holder's private lock file); the holder
+ * ends a connection whose first frame is anything else, having appended
+ * nothing of it.
+ *
  * Frames, all integers big-endian, each preceded by its u32 length:
+ * - hello (client to holder, first): `TMRH`, then the nonce (UTF-8);
  * - append (client to holder): u32 frame id (1, 2, ... per connection),
  *   u32 count, then per entry u8 conditional, u64 expected revision, u32
  *   length, bytes;
@@ -60,6 +69,7 @@ export type RelayVerdict = bigint | undefined | Error
 /** The holder stopped serving before it read the frame: nothing of it was appended; the client appends it itself. */
 export class NotRelayed extends Error {}
 
+const HELLO_MAGIC = Buffer.from('TMRH', 'latin1')
 const APPEND_HEAD = 8
 const ENTRY_HEAD = 13
 const ANSWER = 1
@@ -101,13 +111,16 @@ export type RelayAccept = (entries: RelayedEntry[]) => Array<Promise<bigint | un
  */
 export class RelayServer {
   readonly #name: string
+  readonly #hello: Buffer
   readonly #accept: RelayAccept
   readonly #onClients: (clients: number) => void
   #server: Server | undefined
   readonly #connections = new Set<Connection>()
 
-  constructor(name: string, accept: RelayAccept, onClients: (clients: number) => void) {
+  /** `nonce`: the holder's lock nonce, which a client's hello must carry. */
+  constructor(name: string, nonce: string, accept: RelayAccept, onClients: (clients: number) => void) {
     this.#name = name
+    this.#hello = helloFrame(nonce)
     this.#accept = accept
     this.#onClients = onClients
   }
@@ -120,7 +133,7 @@ export class RelayServer {
   listen(): Promise<boolean> {
     return new Promise((resolve) => {
       const server = createServer((socket) => {
-        const connection = new Connection(socket, this.#accept, () => {
+        const connection = new Connection(socket, this.#hello, this.#accept, () => {
           this.#connections.delete(connection)
           this.#onClients(this.#connections.size)
         })
@@ -161,8 +174,11 @@ class Connection {
   /** Sends the bye once nothing is being answered (or the socket is gone). */
   #finish: (() => void) | undefined
   #ended = false
+  /** The hello this connection's first frame must be; undefined once it was. */
+  #hello: Buffer | undefined
 
-  constructor(socket: Socket, accept: RelayAccept, onEnd: () => void) {
+  constructor(socket: Socket, hello: Buffer, accept: RelayAccept, onEnd: () => void) {
+    this.#hello = hello
     this.#socket = socket
     socket.setNoDelay(true)
     // A client's connection keeps no process alive: the appends it relays do
@@ -178,6 +194,15 @@ class Connection {
         return
       }
       for (const frame of frames) {
+        if (this.#hello !== undefined) {
+          if (frame.length !== this.#hello.length || !timingSafeEqual(frame, this.#hello)) {
+            // Not a process that can read the log's directory: nothing of it is appended.
+            socket.destroy()
+            return
+          }
+          this.#hello = undefined
+          continue
+        }
         let id: number
         let entries: RelayedEntry[]
         try {
@@ -264,8 +289,8 @@ export class RelayClient {
     socket.unref()
   }
 
-  /** Connects to the holder's socket, or undefined when nobody listens there. */
-  static connect(name: string, timeoutMs: number, holder: string): Promise<RelayClient | undefined> {
+  /** Connects to the holder's socket and says hello with its lock `nonce`, or undefined when nobody listens there. */
+  static connect(name: string, nonce: string, timeoutMs: number, holder: string): Promise<RelayClient | undefined> {
     return new Promise((resolve) => {
       const socket = createConnection(name)
       socket.once('error', () => {
@@ -274,6 +299,12 @@ export class RelayClient {
       })
       socket.once('connect', () => {
         socket.removeAllListeners('error')
+        // First, before any append: the holder reads the frames in order.
+        const hello = helloFrame(nonce)
+        const framed = Buffer.allocUnsafe(4 + hello.length)
+        framed.writeUInt32BE(hello.length, 0)
+        hello.copy(framed, 4)
+        socket.write(framed)
         resolve(new RelayClient(socket, timeoutMs, holder))
       })
     })
@@ -339,6 +370,11 @@ export class RelayClient {
     this.#failure = error
     this.close()
   }
+}
+
+/** The hello frame's body for a holder with `nonce`. */
+function helloFrame(nonce: string): Buffer {
+  return Buffer.concat([HELLO_MAGIC, Buffer.from(nonce, 'utf8')])
 }
 
 function encodeAppend(id: number, entries: readonly RelayedEntry[]): Buffer {

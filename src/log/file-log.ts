@@ -810,6 +810,7 @@ class LogCore {
     if (!this.options.relay || !relaySupported()) return
     const server = new RelayServer(
       relayName(this.#lock.nonce, this.options),
+      this.#lock.nonce,
       // A core that lost the lock sends its clients to the holder: kept, two
       // cores with clients would each take the lock for them in turn.
       (entries) => (!this.#held ? undefined : entries.map((entry) => {
@@ -855,7 +856,7 @@ class LogCore {
         const holder = await this.#lock.liveHolderHere().catch(() => undefined)
         if (holder === undefined) return false
         // Twice the lock's wait: a holder that waits for the lock itself answers with TIDEMARK_LOG_LOCKED before this fires.
-        client = await RelayClient.connect(relayName(holder.nonce, this.options), 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
+        client = await RelayClient.connect(relayName(holder.nonce, this.options), holder.nonce, 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
         if (client === undefined) return false
         if (this.#closed) {
           client.close()

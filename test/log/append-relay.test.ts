@@ -3,6 +3,8 @@
 // holder is killed with SIGKILL or closed while others relay to it.
 import { describe, expect, it } from 'vitest'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { createConnection } from 'node:net'
 import { NotRelayed, RelayClient, relayName, RelayServer } from '../../src/log/append-relay.js'
 import { openFileLog, type FileLogOptions, type LogEntry } from '../../src/log/index.js'
 import { tempDir } from '../helpers/tmp.js'
@@ -159,14 +161,15 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
   })
 
   it('the protocol: answers in any order, conditional verdicts and errors by code; a closing server answers what it read and refuses the rest as not relayed', async () => {
-    const name = relayName(randomBytes(8).toString('hex'), {})
+    const nonce = randomBytes(8).toString('hex')
+    const name = relayName(nonce, {})
     const held: Array<{ data: string; expected: bigint | undefined; resolve(r: bigint | undefined): void; reject(e: unknown): void }> = []
     let clients = -1
-    const server = new RelayServer(name, (entries) => entries.map((e) => new Promise<bigint | undefined>((resolve, reject) => {
+    const server = new RelayServer(name, nonce, (entries) => entries.map((e) => new Promise<bigint | undefined>((resolve, reject) => {
       held.push({ data: Buffer.from(e.data).toString(), expected: e.expected, resolve, reject })
     })), (n) => { clients = n })
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, 10_000, 'test'))!
+    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
     expect(client.open).toBe(true)
     const first = client.send([{ data: Buffer.from('a'), expected: undefined }, { data: Buffer.from('b'), expected: -1n }, { data: Buffer.from('c'), expected: 7n }])
     const second = client.send([{ data: Buffer.from('d'), expected: undefined }])
@@ -194,14 +197,57 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     expect(held).toHaveLength(5)
     expect(client.open).toBe(false)
     await expect(client.send([{ data: Buffer.from('g'), expected: undefined }])).rejects.toBeInstanceOf(NotRelayed)
-    expect(await RelayClient.connect(name, 10_000, 'test')).toBeUndefined()
+    expect(await RelayClient.connect(name, nonce, 10_000, 'test')).toBeUndefined()
+  })
+
+  it('a connection whose first frame is not the hello with the holder\'s nonce is ended, and nothing it sent is appended', async () => {
+    // The socket's name is public (/proc/net/unix lists abstract sockets for every local user); the nonce
+    // is known only to processes that can read the log's directory.
+    const nonce = randomBytes(8).toString('hex')
+    const name = relayName(nonce, {})
+    const taken: string[] = []
+    const server = new RelayServer(name, nonce, (entries) => entries.map((e) => {
+      taken.push(Buffer.from(e.data).toString())
+      return Promise.resolve(0n)
+    }), () => {})
+    expect(await server.listen()).toBe(true)
+    const frame = (body: Buffer): Buffer => {
+      const length = Buffer.alloc(4)
+      length.writeUInt32BE(body.length)
+      return Buffer.concat([length, body])
+    }
+    const append = (data: string): Buffer => {
+      const head = Buffer.alloc(8 + 13)
+      head.writeUInt32BE(1, 0)
+      head.writeUInt32BE(1, 4)
+      head.writeUInt32BE(data.length, 8 + 9)
+      return frame(Buffer.concat([head, Buffer.from(data)]))
+    }
+    const ended = async (...frames: Buffer[]): Promise<void> => {
+      const socket = createConnection(name)
+      await once(socket, 'connect')
+      const closed = once(socket, 'close')
+      socket.write(Buffer.concat(frames))
+      await closed
+    }
+    await ended(append('no hello'))
+    await ended(frame(Buffer.concat([Buffer.from('TMRH'), Buffer.from(randomBytes(8).toString('hex'))])), append('a guessed nonce'))
+    await ended(frame(Buffer.from('TMRH')), append('an empty nonce'))
+    expect(taken).toEqual([])
+    // The client says hello with the nonce it read from the lock file.
+    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
+    expect(await client.send([{ data: Buffer.from('with the nonce'), expected: undefined }])).toEqual([0n])
+    expect(taken).toEqual(['with the nonce'])
+    client.close()
+    await server.close()
   })
 
   it('a holder that does not answer within the timeout: every frame in flight fails as in doubt and the connection ends', async () => {
-    const name = relayName(randomBytes(8).toString('hex'), {})
-    const server = new RelayServer(name, (entries) => entries.map(() => new Promise<bigint | undefined>(() => {})), () => {})
+    const nonce = randomBytes(8).toString('hex')
+    const name = relayName(nonce, {})
+    const server = new RelayServer(name, nonce, (entries) => entries.map(() => new Promise<bigint | undefined>(() => {})), () => {})
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, 200, 'pid 1'))!
+    const client = (await RelayClient.connect(name, nonce, 200, 'pid 1'))!
     const first = client.send([{ data: Buffer.from('a'), expected: undefined }])
     const second = client.send([{ data: Buffer.from('b'), expected: undefined }])
     for (const sent of [first, second]) {
@@ -213,12 +259,13 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
   })
 
   it('a server that refuses a frame (its core lost the lock) answers the frames before it and hands that one and the rest back', async () => {
-    const name = relayName(randomBytes(8).toString('hex'), {})
+    const nonce = randomBytes(8).toString('hex')
+    const name = relayName(nonce, {})
     let holding = true
     let clients = -1
-    const server = new RelayServer(name, (entries) => (holding ? entries.map(() => Promise.resolve(1n)) : undefined), (n) => { clients = n })
+    const server = new RelayServer(name, nonce, (entries) => (holding ? entries.map(() => Promise.resolve(1n)) : undefined), (n) => { clients = n })
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, 10_000, 'test'))!
+    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
     expect(await client.send([{ data: Buffer.from('a'), expected: undefined }])).toEqual([1n])
     holding = false
     const refused = client.send([{ data: Buffer.from('b'), expected: undefined }])
