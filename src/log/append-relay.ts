@@ -83,6 +83,13 @@ const MAX_FRAME_BYTES = 1024 * 1024 * 1024
 /** Splits a byte stream into length-prefixed frames. */
 class Frames {
   #buf: Buffer = Buffer.alloc(0)
+  /** The largest first frame: a holder reads no more than a hello from a connection that has not said it. */
+  readonly #firstLimit: number
+  #first = true
+
+  constructor(firstLimit = MAX_FRAME_BYTES) {
+    this.#firstLimit = firstLimit
+  }
 
   /** The whole frames in `chunk` and what came before; throws on a length no frame can have. */
   push(chunk: Buffer): Buffer[] {
@@ -91,7 +98,8 @@ class Frames {
     let at = 0
     while (this.#buf.length - at >= 4) {
       const length = this.#buf.readUInt32BE(at)
-      if (length > MAX_FRAME_BYTES) throw new Error(`relay frame of ${length} bytes`)
+      if (length > (this.#first ? this.#firstLimit : MAX_FRAME_BYTES)) throw new Error(`relay frame of ${length} bytes`)
+      this.#first = false
       if (this.#buf.length - at - 4 < length) break
       out.push(this.#buf.subarray(at + 4, at + 4 + length))
       at += 4 + length
@@ -166,7 +174,7 @@ export class RelayServer {
 
 class Connection {
   readonly #socket: Socket
-  readonly #frames = new Frames()
+  readonly #frames: Frames
   #lastAccepted = 0
   #answering = 0
   /** close() in progress or done: no frame is read once it began. */
@@ -179,6 +187,9 @@ class Connection {
 
   constructor(socket: Socket, hello: Buffer, accept: RelayAccept, onEnd: () => void) {
     this.#hello = hello
+    // Before the hello nothing larger is buffered: a connection that declares
+    // a gigabyte first is ended at its first four bytes.
+    this.#frames = new Frames(hello.length)
     this.#socket = socket
     socket.setNoDelay(true)
     // A client's connection keeps no process alive: the appends it relays do

@@ -233,6 +233,8 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     await ended(append('no hello'))
     await ended(frame(Buffer.concat([Buffer.from('TMRH'), Buffer.from(randomBytes(8).toString('hex'))])), append('a guessed nonce'))
     await ended(frame(Buffer.from('TMRH')), append('an empty nonce'))
+    // A first frame that declares a gigabyte is not buffered: the connection ends at its length.
+    await ended(Buffer.from([0x3f, 0xff, 0xff, 0xff, 1, 2, 3]))
     expect(taken).toEqual([])
     // The client says hello with the nonce it read from the lock file.
     const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
