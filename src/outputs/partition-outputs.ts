@@ -198,11 +198,7 @@ export class PartitionOutputs {
     if (seen !== undefined) {
       const offset = BigInt(seen[0])
       if (id.offset < offset || (id.offset === offset && id.index <= seen[1])) {
-        try {
-          this.#o.onEvent?.({ type: 'duplicate-skipped', id: typeof raw === 'string' ? raw : Buffer.from(raw).toString('utf8') })
-        } catch {
-          // a listener's bug is not the handler's failure, and must not fail the batch
-        }
+        this.#o.onEvent?.({ type: 'duplicate-skipped', id: typeof raw === 'string' ? raw : Buffer.from(raw).toString('utf8') })
         return false
       }
     }

@@ -95,16 +95,9 @@ export class OutboxPublisher {
   constructor(options: OutboxPublisherOptions) {
     this.#store = options.store
     this.#o = options.outputs
-    const onEvent = options.onEvent
-    // The events are sent from the delivery loop: a listener's bug must not
-    // stop delivery (its throw ended the loop, as an unhandled rejection).
-    this.#onEvent = onEvent === undefined ? () => undefined : (event) => {
-      try {
-        onEvent(event)
-      } catch {
-        // a listener's bug must not stop delivery
-      }
-    }
+    // Called from the delivery loop: it must not throw (the processor's and
+    // the consumer's emit keep their listeners' errors out, see callListener).
+    this.#onEvent = options.onEvent ?? (() => undefined)
     this.#onStoreFailed = options.onStoreFailed ?? (() => undefined)
     this.#encoded = this.#o.sink.sendEncoded !== undefined
   }

@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
-import type { RevisionedLog } from '../log/revisioned-log.js'
+import { assertRevision, type RevisionedLog } from '../log/revisioned-log.js'
 import { acquireClaim, CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
@@ -16,6 +16,7 @@ import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type Snapshott
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
 import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { callListener } from '../logging/listener.js'
 import { PartitionMetrics } from '../metrics/partition-metrics.js'
 import { observeProcessorEvent } from './observe.js'
 import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
@@ -181,8 +182,6 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   #renewing = false
   /** Aborted when the partition stops on a failure, so that run() does not sleep through it. */
   readonly #stopped = new AbortController()
-  /** close() was called: a catch-up it cuts short reports that, not a failure. */
-  #closeCalled = false
   /** The catch-up running or queued last (catchUp() runs them one at a time). */
   #catchingUp: Promise<unknown> = Promise.resolve()
   #state: 'new' | 'starting' | 'running' | 'closed' = 'new'
@@ -235,14 +234,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   override emit(event: keyof ProcessorEvents, ...args: unknown[]): boolean {
     observeProcessorEvent(this.#logger, this.#metrics, event, args[0] as never)
     if (!BACKGROUND_EVENTS.has(event)) return super.emit(event, ...(args as never))
-    try {
-      return super.emit(event, ...(args as never))
-    } catch (err) {
-      // Sent from the lease's timer or a snapshot nobody awaits: a listener's
-      // throw there was an unhandled rejection, which ends a Node process.
-      this.#logger.error({ topic: this.#o.topic, partition: this.#o.partition, event, err }, `a listener of the processor's ${event} event threw; processing goes on`)
-      return true
-    }
+    return callListener(() => super.emit(event, ...(args as never)), true, this.#logger, { topic: this.#o.topic, partition: this.#o.partition, event })
   }
 
   /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */
@@ -378,8 +370,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${options === null ? 'null' : typeof options}`)
-    if (options.end !== undefined && typeof options.end !== 'bigint') throw new TypeError(`catchUp(options): options.end must be a bigint offset, got ${typeof options.end}`)
-    if (options.end !== undefined && options.end < 0n) throw new RangeError(`catchUp(options): options.end must not be negative, got ${options.end}n`)
+    if (options.end !== undefined) assertRevision(options.end, 'catchUp(options): options.end', 0n)
     if (options.signal !== undefined) checkSignal(options.signal, 'catchUp(options): options.signal')
     // One at a time: two would read from the same position and apply the
     // same events, and the second's commit would be refused (not after the
@@ -417,8 +408,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           this.#scheduler?.noteCommit(events, bytes)
           this.#outputs.committed(offset)
         },
-        // After close(), a commit fails because the store closed under it: the close's doing, no failure.
-        onCommitFailed: (error) => { if (!this.#closeCalled) this.#fail(error) },
+        // Closed (by close(): a failure is recorded before the shutdown), a
+        // commit fails because the store closed under it: no failure.
+        onCommitFailed: (error) => { if (this.#state !== 'closed') this.#fail(error) },
         beforeCommit: this.#outputs.enabled ? this.#beforeCommitWithRoom : this.#beforeBatchCommit,
       })
       // An idle live loop (run() polls every pollIntervalMs) has nothing to
@@ -430,7 +422,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       // close() during the catch-up closed the store under the batch in
       // flight: that batch was not committed, by the caller's doing; no
       // failure of the partition (nor an error in its log).
-      if (this.#closeCalled && (this.#failure === undefined || this.#failure.error === err)) {
+      if (this.#state === 'closed' && this.#failure === undefined) {
         throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.#o.topic}/${this.#o.partition} was closed during the catch-up; the batch in flight was not committed (the next owner applies it)`, { cause: err })
       }
       // A failed batch stops the partition: its owner restarts it, which
@@ -469,7 +461,6 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
-    this.#closeCalled = true
     if (this.#state === 'running' && this.#failure === undefined && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
     await this.#shutdown()
   }

@@ -15,6 +15,7 @@ import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
 import { fdClose, fdOpen, fdSync, mapLimit } from './util.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
+import { callListener } from '../logging/listener.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
 
 export interface RestoreOptions {
@@ -193,11 +194,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   }
   const emit = (event: RestoreEvent): void => {
     logRestoreEvent(logger, labels, event)
-    try {
-      settings.onEvent?.(event)
-    } catch {
-      // a listener's bug must not fail the restore
-    }
+    callListener(() => settings.onEvent?.(event), undefined, logger, { ...labels, event: event.type })
   }
 
   const local = await inspectLocal(target, settings.useLocal)
@@ -403,11 +400,7 @@ async function download(
     const now = performance.now()
     if (!force && now - lastReport < settings.progressIntervalMs) return
     lastReport = now
-    try {
-      settings.onProgress({ snapshot: manifest.id, bytesDownloaded, bytesTotal, filesDone, filesTotal: manifest.files.length })
-    } catch {
-      // a listener's bug must not fail the restore
-    }
+    callListener(() => settings.onProgress!({ snapshot: manifest.id, bytesDownloaded, bytesTotal, filesDone, filesTotal: manifest.files.length }), undefined)
   }
   // Files are fsynced after the last one is written, not each after its
   // write: an fsync forces an ext4 journal commit, and the writes of the

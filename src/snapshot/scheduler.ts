@@ -1,4 +1,5 @@
 import { isTidemarkError } from '../errors.js'
+import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
 import { checkFunction, checkInt, checkKnown, checkObject, SCHEDULER_DEFAULTS } from './options.js'
 import type { Snapshotter, SnapshotResult } from './snapshotter.js'
@@ -146,12 +147,14 @@ export class SnapshotScheduler {
         this.#bytes += bytes
         // Another caller's snapshot of the same store is no failure of ours.
         if (!isTidemarkError(error, 'TIDEMARK_SNAPSHOT_IN_PROGRESS')) this.#notBefore = performance.now() + this.options.retryDelayMs
-        notify(this.#onError, error)
+        // Nobody awaits a scheduled snapshot: a callback's throw must stay here.
+        callListener(() => this.#onError?.(error), undefined)
         return undefined
       } finally {
         this.#running = undefined
       }
-      notify(this.#onSnapshot, result)
+      // Outside the try: a callback's throw is no failed snapshot.
+      callListener(() => this.#onSnapshot?.(result), undefined)
       return result
     })()
     this.#running = run
@@ -162,18 +165,4 @@ export class SnapshotScheduler {
 /** Every position of `wanted` is at or before the one of its source partition in `have`. */
 function covers(have: readonly Position[], wanted: readonly Position[]): boolean {
   return wanted.every((w) => have.some((h) => h.topic === w.topic && h.partition === w.partition && h.offset >= w.offset))
-}
-
-/**
- * Calls a callback of the schedule. Nobody awaits a scheduled snapshot, so a
- * throw here was an unhandled rejection (which ends a Node process), and an
- * onSnapshot that threw was reported to onError as a failed snapshot: a
- * listener's bug must not do either.
- */
-function notify<T>(callback: ((value: T) => void) | undefined, value: T): void {
-  try {
-    callback?.(value)
-  } catch {
-    // a listener's bug must not stop the schedule
-  }
 }

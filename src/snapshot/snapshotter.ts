@@ -17,6 +17,7 @@ import { planCompaction, type FullReason } from './policy.js'
 import { FileHashCache } from './file-hashes.js'
 import { mapLimit } from './util.js'
 import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { callListener } from '../logging/listener.js'
 import { snapshotEnded, snapshotStarted } from '../metrics/snapshot-metrics.js'
 
 export interface SnapshotterOptions {
@@ -766,11 +767,7 @@ export class Snapshotter {
   #emit(event: SnapshotterEvent): void {
     const { type, ...fields } = event
     this.#logger.warn({ ...this.#labels(), event: type, ...fields }, `snapshotter: ${type}`)
-    try {
-      this.#onEvent?.(event)
-    } catch {
-      // A listener's bug must not fail the snapshot.
-    }
+    callListener(() => this.#onEvent?.(event), undefined, this.#logger, { ...this.#labels(), event: type })
   }
 }
 

@@ -3,6 +3,7 @@ import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatc
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
+import { callListener } from '../../../src/logging/listener.js'
 import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
@@ -95,16 +96,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   // Every event also goes to the logger and the ownership metrics (observe.ts).
   override emit<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean {
     observeConsumerEvent(this.options.logger, this.options.job, event, args[0])
-    try {
-      return super.emit(event, ...(args as never))
-    } catch (err) {
-      // Events are sent from the group's callbacks and the partitions'
-      // loops, where a throw stopped a partition's work or the group's runner
-      // (or was an unhandled rejection): a listener's bug must not, so it is
-      // logged and the listeners after it are skipped.
-      this.options.logger.error({ job: this.options.job, event, err }, `a listener of the consumer's ${event} event threw; the consumer goes on`)
-      return true
-    }
+    // Sent from the group's callbacks and the partitions' loops, where a
+    // listener's throw stopped a partition's work or the group's runner: it
+    // is logged, and the listeners after it miss the event.
+    return callListener(() => super.emit(event, ...(args as never)), true, this.options.logger, { job: this.options.job, event })
   }
 
   constructor(options: StatefulConsumerOptions<V>) {
