@@ -125,10 +125,10 @@ export class RelayServer {
   #server: Server | undefined
   readonly #connections = new Set<Connection>()
 
-  /** `nonce`: the holder's lock nonce, which a client's hello must carry. */
-  constructor(name: string, nonce: string, accept: RelayAccept, onClients: (clients: number) => void) {
-    this.#name = name
-    this.#hello = helloFrame(nonce)
+  /** The holder's lock `nonce` and its log's `options` name the socket (relayName); a client's hello must carry the nonce. */
+  constructor(nonce: string, options: unknown, accept: RelayAccept, onClients: (clients: number) => void) {
+    this.#name = relayName(nonce, options)
+    this.#hello = encodeHello(nonce).subarray(4)
     this.#accept = accept
     this.#onClients = onClients
   }
@@ -300,10 +300,10 @@ export class RelayClient {
     socket.unref()
   }
 
-  /** Connects to the holder's socket and says hello with its lock `nonce`, or undefined when nobody listens there. */
-  static connect(name: string, nonce: string, timeoutMs: number, holder: string): Promise<RelayClient | undefined> {
+  /** Connects to the socket of the holder with lock `nonce` for a log with `options`, and says hello; undefined when nobody listens there. */
+  static connect(nonce: string, options: unknown, timeoutMs: number, holder: string): Promise<RelayClient | undefined> {
     return new Promise((resolve) => {
-      const socket = createConnection(name)
+      const socket = createConnection(relayName(nonce, options))
       socket.once('error', () => {
         socket.destroy()
         resolve(undefined)
@@ -311,11 +311,7 @@ export class RelayClient {
       socket.once('connect', () => {
         socket.removeAllListeners('error')
         // First, before any append: the holder reads the frames in order.
-        const hello = helloFrame(nonce)
-        const framed = Buffer.allocUnsafe(4 + hello.length)
-        framed.writeUInt32BE(hello.length, 0)
-        hello.copy(framed, 4)
-        socket.write(framed)
+        socket.write(encodeHello(nonce))
         resolve(new RelayClient(socket, timeoutMs, holder))
       })
     })
@@ -383,9 +379,13 @@ export class RelayClient {
   }
 }
 
-/** The hello frame's body for a holder with `nonce`. */
-function helloFrame(nonce: string): Buffer {
-  return Buffer.concat([HELLO_MAGIC, Buffer.from(nonce, 'utf8')])
+function encodeHello(nonce: string): Buffer {
+  const body = Buffer.from(nonce, 'utf8')
+  const b = Buffer.allocUnsafe(4 + HELLO_MAGIC.length + body.length)
+  b.writeUInt32BE(HELLO_MAGIC.length + body.length, 0)
+  HELLO_MAGIC.copy(b, 4)
+  body.copy(b, 4 + HELLO_MAGIC.length)
+  return b
 }
 
 function encodeAppend(id: number, entries: readonly RelayedEntry[]): Buffer {

@@ -1,7 +1,7 @@
 import { link, mkdir, open, readdir, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { TidemarkError } from '../errors.js'
-import { NotRelayed, RelayClient, relayName, RelayServer, relaySupported, type RelayedEntry } from './append-relay.js'
+import { NotRelayed, RelayClient, RelayServer, relaySupported, type RelayedEntry } from './append-relay.js'
 import { LockFile } from './lock-file.js'
 import { AbstractRevisionedLog, describe, type LogEntry } from './revisioned-log.js'
 import {
@@ -809,8 +809,8 @@ class LogCore {
     this.#relayServer = null
     if (!this.options.relay || !relaySupported()) return
     const server = new RelayServer(
-      relayName(this.#lock.nonce, this.options),
       this.#lock.nonce,
+      this.options,
       // A core that lost the lock sends its clients to the holder: kept, two
       // cores with clients would each take the lock for them in turn.
       (entries) => (!this.#held ? undefined : entries.map((entry) => {
@@ -856,7 +856,7 @@ class LogCore {
         const holder = await this.#lock.liveHolderHere().catch(() => undefined)
         if (holder === undefined) return false
         // Twice the lock's wait: a holder that waits for the lock itself answers with TIDEMARK_LOG_LOCKED before this fires.
-        client = await RelayClient.connect(relayName(holder.nonce, this.options), holder.nonce, 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
+        client = await RelayClient.connect(holder.nonce, this.options, 2 * this.options.lockTimeoutMs, `pid ${holder.pid}`)
         if (client === undefined) return false
         if (this.#closed) {
           client.close()

@@ -162,14 +162,13 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
 
   it('the protocol: answers in any order, conditional verdicts and errors by code; a closing server answers what it read and refuses the rest as not relayed', async () => {
     const nonce = randomBytes(8).toString('hex')
-    const name = relayName(nonce, {})
     const held: Array<{ data: string; expected: bigint | undefined; resolve(r: bigint | undefined): void; reject(e: unknown): void }> = []
     let clients = -1
-    const server = new RelayServer(name, nonce, (entries) => entries.map((e) => new Promise<bigint | undefined>((resolve, reject) => {
+    const server = new RelayServer(nonce, {}, (entries) => entries.map((e) => new Promise<bigint | undefined>((resolve, reject) => {
       held.push({ data: Buffer.from(e.data).toString(), expected: e.expected, resolve, reject })
     })), (n) => { clients = n })
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
+    const client = (await RelayClient.connect(nonce, {}, 10_000, 'test'))!
     expect(client.open).toBe(true)
     const first = client.send([{ data: Buffer.from('a'), expected: undefined }, { data: Buffer.from('b'), expected: -1n }, { data: Buffer.from('c'), expected: 7n }])
     const second = client.send([{ data: Buffer.from('d'), expected: undefined }])
@@ -197,7 +196,7 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     expect(held).toHaveLength(5)
     expect(client.open).toBe(false)
     await expect(client.send([{ data: Buffer.from('g'), expected: undefined }])).rejects.toBeInstanceOf(NotRelayed)
-    expect(await RelayClient.connect(name, nonce, 10_000, 'test')).toBeUndefined()
+    expect(await RelayClient.connect(nonce, {}, 10_000, 'test')).toBeUndefined()
   })
 
   it('a connection whose first frame is not the hello with the holder\'s nonce is ended, and nothing it sent is appended', async () => {
@@ -206,7 +205,7 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     const nonce = randomBytes(8).toString('hex')
     const name = relayName(nonce, {})
     const taken: string[] = []
-    const server = new RelayServer(name, nonce, (entries) => entries.map((e) => {
+    const server = new RelayServer(nonce, {}, (entries) => entries.map((e) => {
       taken.push(Buffer.from(e.data).toString())
       return Promise.resolve(0n)
     }), () => {})
@@ -237,7 +236,7 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
     await ended(Buffer.from([0x3f, 0xff, 0xff, 0xff, 1, 2, 3]))
     expect(taken).toEqual([])
     // The client says hello with the nonce it read from the lock file.
-    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
+    const client = (await RelayClient.connect(nonce, {}, 10_000, 'test'))!
     expect(await client.send([{ data: Buffer.from('with the nonce'), expected: undefined }])).toEqual([0n])
     expect(taken).toEqual(['with the nonce'])
     client.close()
@@ -246,10 +245,9 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
 
   it('a holder that does not answer within the timeout: every frame in flight fails as in doubt and the connection ends', async () => {
     const nonce = randomBytes(8).toString('hex')
-    const name = relayName(nonce, {})
-    const server = new RelayServer(name, nonce, (entries) => entries.map(() => new Promise<bigint | undefined>(() => {})), () => {})
+    const server = new RelayServer(nonce, {}, (entries) => entries.map(() => new Promise<bigint | undefined>(() => {})), () => {})
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, nonce, 200, 'pid 1'))!
+    const client = (await RelayClient.connect(nonce, {}, 200, 'pid 1'))!
     const first = client.send([{ data: Buffer.from('a'), expected: undefined }])
     const second = client.send([{ data: Buffer.from('b'), expected: undefined }])
     for (const sent of [first, second]) {
@@ -262,12 +260,11 @@ describe.runIf(process.platform === 'linux')('file log: relay', () => {
 
   it('a server that refuses a frame (its core lost the lock) answers the frames before it and hands that one and the rest back', async () => {
     const nonce = randomBytes(8).toString('hex')
-    const name = relayName(nonce, {})
     let holding = true
     let clients = -1
-    const server = new RelayServer(name, nonce, (entries) => (holding ? entries.map(() => Promise.resolve(1n)) : undefined), (n) => { clients = n })
+    const server = new RelayServer(nonce, {}, (entries) => (holding ? entries.map(() => Promise.resolve(1n)) : undefined), (n) => { clients = n })
     expect(await server.listen()).toBe(true)
-    const client = (await RelayClient.connect(name, nonce, 10_000, 'test'))!
+    const client = (await RelayClient.connect(nonce, {}, 10_000, 'test'))!
     expect(await client.send([{ data: Buffer.from('a'), expected: undefined }])).toEqual([1n])
     holding = false
     const refused = client.send([{ data: Buffer.from('b'), expected: undefined }])
