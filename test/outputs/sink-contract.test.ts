@@ -5,6 +5,15 @@ import { fileLogSink, type OutboxRecord, type OutputSink, type OutputsEvent } fr
 import { tempDir } from '../helpers/tmp.js'
 import { counter, wordLog } from './fixtures.js'
 
+/** Applies the whole log (`events` of it), waits for every output to be delivered, and closes `p` and then `rest`. */
+async function catchUpAndDeliver(p: ReturnType<typeof counter>, events: number, rest: Array<{ close(): Promise<void> }>): Promise<void> {
+  await p.start()
+  expect(await p.catchUp()).toBe(events)
+  await p.flushOutputs()
+  await p.close()
+  for (const r of rest) await r.close()
+}
+
 it('a sink whose send() throws instead of rejecting fails that attempt like a rejection: retried, delivered, nothing lost', async () => {
   const dir = tempDir()
   const log = await wordLog(join(dir, 'log'), 120)
@@ -23,12 +32,7 @@ it('a sink whose send() throws instead of rejecting fails that attempt like a re
   const p = counter(dir, log, { sink, retry: { initialMs: 1, maxMs: 5 } }, { snapshots: undefined })
   const events: OutputsEvent[] = []
   p.on('outputs', (e) => events.push(e))
-  await p.start()
-  expect(await p.catchUp()).toBe(120)
-  await p.flushOutputs()
-  await p.close()
-  await sink.close()
-  await log.close()
+  await catchUpAndDeliver(p, 120, [sink, log])
   const failed = events.filter((e) => e.type === 'delivery-failed')
   expect(failed.map((e) => (e.type === 'delivery-failed' ? [e.error.code, e.attempt, /broken send/.test(e.error.message)] : []))).toEqual([
     ['TIDEMARK_OUTPUT_DELIVERY_FAILED', 1, true],
@@ -51,12 +55,7 @@ it('an outputs listener that throws does not stop delivery (it ended the deliver
     seen.push(e.type)
     throw new Error(`the listener's bug on ${e.type}`)
   })
-  await p.start()
-  expect(await p.catchUp()).toBe(60)
-  await p.flushOutputs()
-  await p.close()
-  await sink.close()
-  await log.close()
+  await catchUpAndDeliver(p, 60, [sink, log])
   expect(seen).toContain('delivered')
   const out = await openFileLog(join(dir, 'out', 'counts'), { readOnly: true })
   expect(await out.tail()).toBe(60n)
