@@ -84,12 +84,12 @@ export function recordKey(layout: SnapshotLayout): string {
  * there is this one. A namespace that holds snapshots or a claim but no
  * record belongs to a job that is no replay (a live job), and a record with
  * other parameters to another replay: both are refused with
- * TIDEMARK_REPLAY_JOB_EXISTS and nothing is written. Returns whether the
+ * TIDEMARK_REPLAY_JOB_EXISTS and nothing is written. `stored` is the record
+ * there as the caller read it (readRecord; undefined: none). Returns whether the
  * record was there already (a resume).
  */
-export async function claimNamespace(store: SnapshotStore, layout: SnapshotLayout, record: ReplayRecord): Promise<boolean> {
+export async function claimNamespace(store: SnapshotStore, layout: SnapshotLayout, record: ReplayRecord, stored: unknown): Promise<boolean> {
   const key = recordKey(layout)
-  const stored = await readRecord(store, key)
   if (stored !== undefined) {
     checkSame(stored, record, `the snapshot store ${store.url}`, key)
     return true

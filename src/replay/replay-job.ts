@@ -77,7 +77,9 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
   // replay's (or absent), and so must the namespace in the snapshot store.
   let local = await readLocalRecord(r.path)
   const ownSnapshots = await listManifests(r.snapshots, r.layout)
-  const restart = await restartable(r, record, local, ownSnapshots.length)
+  // Read once: the restart's check and the claim of the namespace both need it.
+  const inNamespace = await readRecord(r.snapshots, recordKey(r.layout))
+  const restart = await restartable(r, record, local, inNamespace, ownSnapshots.length)
   // The claim the last call on this store took: a restarted store's too, whose
   // claims the new store continues (restartable checked they were all its).
   const previousMark = local.kind === 'store' ? local.claim : undefined
@@ -94,7 +96,7 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
   } else if (local.kind === 'store') {
     checkSame(local.record, record, `the local store ${r.path}`, REPLAY_METADATA)
   }
-  if (restart === undefined) await claimNamespace(r.snapshots, r.layout, record)
+  if (restart === undefined) await claimNamespace(r.snapshots, r.layout, record, inNamespace)
 
   let seed: Seed | undefined
   if (local.kind === 'none' && ownSnapshots.length === 0) {
@@ -230,12 +232,11 @@ function claimedHereOnly(before: StoredClaim | undefined, previous: ReplayClaimM
  * store took it (REPLAY_CLAIM_METADATA): that call, on another machine with
  * its own store, may have committed and delivered what this one does not show.
  */
-async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local: LocalRecord, ownSnapshots: number): Promise<string[] | undefined> {
+async function restartable<E>(r: ResolvedReplay<E>, record: ReplayRecord, local: LocalRecord, inNamespace: unknown, ownSnapshots: number): Promise<string[] | undefined> {
   if (local.kind !== 'store' || !local.unstarted || ownSnapshots > 0) return undefined
   const stored = local.record as ReplayRecord
   if (stored.job !== record.job || stored.partition !== record.partition) return undefined
   // A namespace without the record is no replay's: claimNamespace decides.
-  const inNamespace = await readRecord(r.snapshots, recordKey(r.layout))
   if (inNamespace === undefined) return undefined
   const diff = [...new Set([...differences(local.record, record), ...differences(inNamespace, record)])]
   if (diff.length === 0) return undefined
