@@ -184,12 +184,17 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   const logger = checkLogger(o.logger, 'logger')
   const known = checkKnownManifests(o.knownManifests, layout)
   const labels = { job: layout.job, partition: layout.partition }
+  // The user's onProgress is called from the download loop: a throw is
+  // logged there, like onEvent's, instead of failing (or silently passing) the restore.
+  const user = settings.onProgress
+  const progressFields = { ...labels, callback: 'onProgress' }
+  const userProgress = user === undefined ? undefined : (p: RestoreProgress): void => { callListener(() => user(p), undefined, logger, progressFields) }
+  settings.onProgress = userProgress
   // Metrics count downloaded bytes through the same progress reports, so a subscriber gets them without onProgress.
   if (restoreObserved()) {
-    const user = settings.onProgress
     settings.onProgress = (p) => {
       restoreProgress(labels, p.bytesDownloaded, p.bytesTotal)
-      user?.(p)
+      userProgress?.(p)
     }
   }
   const emit = (event: RestoreEvent): void => {
@@ -400,7 +405,7 @@ async function download(
     const now = performance.now()
     if (!force && now - lastReport < settings.progressIntervalMs) return
     lastReport = now
-    callListener(() => settings.onProgress!({ snapshot: manifest.id, bytesDownloaded, bytesTotal, filesDone, filesTotal: manifest.files.length }), undefined)
+    settings.onProgress({ snapshot: manifest.id, bytesDownloaded, bytesTotal, filesDone, filesTotal: manifest.files.length })
   }
   // Files are fsynced after the last one is written, not each after its
   // write: an fsync forces an ext4 journal commit, and the writes of the

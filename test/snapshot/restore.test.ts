@@ -120,6 +120,25 @@ describe('restore', () => {
     expect(await levelDigest(target)).toEqual(digestB)
   })
 
+  it('a throwing onProgress or onEvent is logged with its callback and the restore completes', async () => {
+    const f = await setup()
+    const { b, digestB } = await twoSnapshots(f)
+    const errors: Array<{ fields: Record<string, unknown>; msg: string }> = []
+    const logger = { debug() {}, info() {}, warn() {}, error(fields: object, msg: string) { errors.push({ fields: fields as Record<string, unknown>, msg }) } }
+    const target = join(f.dir, 'restored')
+    const result = await restore(f, target, {
+      logger, progressIntervalMs: 0,
+      onProgress: () => { throw new Error('the progress bar is broken') },
+      onEvent: () => { throw new Error('the event sink is broken') },
+    })
+    expect(result).toMatchObject({ source: 'snapshot', snapshot: { id: b.id } })
+    expect(await levelDigest(target)).toEqual(digestB)
+    const progressErrors = errors.filter((e) => e.fields['callback'] === 'onProgress')
+    expect(progressErrors.length).toBeGreaterThan(0)
+    expect((progressErrors[0]!.fields['err'] as Error).message).toBe('the progress bar is broken')
+    expect(errors.some((e) => e.fields['event'] === 'snapshot-restoring' && (e.fields['err'] as Error).message === 'the event sink is broken')).toBe(true)
+  })
+
   it('with no snapshot: TIDEMARK_SNAPSHOT_NOT_FOUND, or an empty directory when allowEmpty is set', async () => {
     const f = await setup(0)
     const target = join(f.dir, 'restored')
