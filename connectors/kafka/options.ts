@@ -1,5 +1,5 @@
 import type { KafkaConfig } from 'kafkajs'
-import { describe } from '../../src/log/revisioned-log.js'
+import { describe } from '../../src/describe.js'
 
 export interface KafkaLogOptions {
   /** Bootstrap brokers, `host:port`. */

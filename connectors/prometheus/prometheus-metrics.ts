@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import {
   METRICS_CHANNELS, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type ReplayMessage, type RestoreMessage, type SnapshotMessage,
 } from '../../src/metrics/channels.js'
-import { typeName } from '../../src/type-name.js'
+import { describe } from '../../src/describe.js'
 
 export interface PrometheusMetricsOptions {
   /** The registry the series are registered in. Default: a new one (never prom-client's global registry). */
@@ -45,7 +45,7 @@ export class PrometheusMetrics {
   #closed = false
 
   constructor(options: PrometheusMetricsOptions = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${typeName(options)}`)
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`)
     const prefix = options.prefix ?? PROMETHEUS_DEFAULTS.prefix
     if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$|^$/.test(prefix)) throw new TypeError(`options.prefix must be a Prometheus name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*), got ${JSON.stringify(prefix)}`)
     if (options.registry !== undefined && !(options.registry instanceof Registry)) throw new TypeError('options.registry must be a prom-client Registry')

@@ -1,3 +1,4 @@
+import { describe, printable } from '../describe.js'
 import type { Readable } from 'node:stream'
 import { TidemarkError } from '../errors.js'
 
@@ -269,10 +270,6 @@ function charProblem(text: string): string | undefined {
   return /[\u0000-\u001f\u007f]/.test(text) ? 'it contains a control character' : undefined
 }
 
-function printable(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-}
 
 function assertSafeInteger(value: unknown, name: string, min: number): void {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
@@ -287,12 +284,6 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function'
 }
 
-function describe(value: unknown): string {
-  if (value === null) return 'null'
-  if (typeof value === 'string') return `'${printable(value)}'`
-  if (typeof value === 'object') return value.constructor?.name ?? 'object'
-  return `${typeof value} ${String(value)}`
-}
 
 /**
  * Yields the chunks of a put body as Uint8Arrays and checks the declared

@@ -3,7 +3,8 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { TidemarkError } from '../errors.js'
 import { NotRelayed, RelayClient, RelayServer, relaySupported, type RelayedEntry } from './append-relay.js'
 import { LockFile } from './lock-file.js'
-import { AbstractRevisionedLog, describe, type LogEntry } from './revisioned-log.js'
+import { describe } from '../describe.js'
+import { AbstractRevisionedLog, type LogEntry } from './revisioned-log.js'
 import {
   RECORD_HEADER_BYTES,
   SEGMENT_HEADER_BYTES,

@@ -1,3 +1,4 @@
+import { describe } from '../describe.js'
 import { TidemarkError } from '../errors.js'
 
 /**
@@ -180,10 +181,3 @@ function assertData(data: unknown): asserts data is Uint8Array {
   if (!(data instanceof Uint8Array)) throw new TypeError(`data must be a Uint8Array, got ${describe(data)}`)
 }
 
-export function describe(value: unknown): string {
-  if (value === null) return 'null'
-  if (typeof value === 'string') return `'${value}'`
-  if (typeof value === 'bigint') return `${value}n`
-  if (typeof value === 'object') return value.constructor?.name ?? 'object'
-  return `${typeof value} ${String(value)}`
-}

@@ -6,7 +6,7 @@ import { TidemarkError, isTidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
-import { typeName } from '../type-name.js'
+import { describe } from '../describe.js'
 
 /**
  * How an acquirer treats a claim that another owner holds:
@@ -424,13 +424,13 @@ interface ResolvedOptions {
 }
 
 function resolveOptions(options: AcquireClaimOptions): ResolvedOptions {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with store, job and partition, got ${typeName(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with store, job and partition, got ${describe(options)}`)
   const {
     store, job, partition, owner = `${hostname()}:${process.pid}`, leaseMs = CLAIM_DEFAULTS.leaseMs,
     takeover = CLAIM_DEFAULTS.takeover, minEpoch = CLAIM_DEFAULTS.minEpoch, generation, clock = Date.now,
   } = options
   if (typeof store !== 'object' || store === null || typeof store.put !== 'function' || typeof store.head !== 'function') {
-    throw new TypeError(`store must be a SnapshotStore, got ${typeName(store)}`)
+    throw new TypeError(`store must be a SnapshotStore, got ${describe(store)}`)
   }
   if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
     throw new RangeError(`store ${store.url} cannot hold claims: it needs capabilities.conditionalPut and capabilities.compareAndSwap`)

@@ -22,7 +22,7 @@ import { observeProcessorEvent } from './observe.js'
 import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
-import { typeName } from '../type-name.js'
+import { describe } from '../describe.js'
 
 export interface SnapshotSettings
   extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs' | 'checkpoint'> {
@@ -370,7 +370,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * runs (run()'s, say) waits for it and then catches up from where it ended.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${typeName(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${describe(options)}`)
     if (options.end !== undefined) assertRevision(options.end, 'catchUp(options): options.end', 0n)
     if (options.signal !== undefined) checkSignal(options.signal, 'catchUp(options): options.signal')
     // One at a time: two would read from the same position and apply the
@@ -660,7 +660,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
     throw new RangeError(`options.snapshots.store (${store.url}) cannot hold the partition's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap (conditional puts; a server that ignores them is opened with conditionalPut: false)`)
   }
-  if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${typeName(value)}`)
+  if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${describe(value)}`)
   const known = ['leaseMs', 'takeover', 'owner', 'clock']
   for (const name of Object.keys(value ?? {})) {
     if (!known.includes(name)) throw new RangeError(`unknown option options.ownership.${name}; known: ${known.join(', ')}`)
@@ -684,7 +684,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
 const BACKGROUND_EVENTS: ReadonlySet<keyof ProcessorEvents> = new Set(['snapshot', 'snapshot-failed', 'snapshotter', 'restore', 'ownership', 'outputs'])
 
 function checkSignal(signal: unknown, what: string): void {
-  if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${typeName(signal)}`)
+  if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${describe(signal)}`)
 }
 
 function waitFor(ms: number, ...signals: AbortSignal[]): Promise<void> {

@@ -1,5 +1,5 @@
 import { assertKey } from '../dfs/snapshot-store.js'
-import { typeName } from '../type-name.js'
+import { describe } from '../describe.js'
 
 /**
  * Where one partition's snapshots live in a snapshot store:
@@ -78,7 +78,7 @@ function partitionNumber(n: number): string {
 }
 
 function checkSegment(value: unknown, name: string): string {
-  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, got ${typeName(value)}`)
+  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, got ${describe(value)}`)
   if (value.includes('/')) throw new RangeError(`${name} ('${value}') must not contain '/'`)
   assertKey(value, name)
   return value

@@ -1,6 +1,6 @@
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
-import { typeName } from '../type-name.js'
+import { describe } from '../describe.js'
 
 const MiB = 1024 * 1024
 
@@ -33,7 +33,7 @@ export const SCHEDULER_DEFAULTS = Object.freeze({
 })
 
 export function checkObject(value: unknown, what: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${typeName(value)}`)
+  if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${describe(value)}`)
   return value as Record<string, unknown>
 }
 

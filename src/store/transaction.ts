@@ -3,7 +3,7 @@ import { decodeFailed, decodeWith, encodeFailed, encodeWith, isJsonCodec, type C
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
-import { typeName } from '../type-name.js'
+import { describe } from '../describe.js'
 
 /** What a transaction needs from its store; kept narrow so the two stay decoupled. */
 export interface TransactionHost {
@@ -174,7 +174,7 @@ export class Transaction {
   #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
 
   constructor(host: TransactionHost, options: TransactionOptions = {}) {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${typeName(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${describe(options)}`)
     this.#host = host
     const after = options.after
     if (after !== undefined) {
@@ -507,7 +507,7 @@ export class Transaction {
     options: ScanOptions<K>,
     what: string,
   ): AsyncGenerator<[K, V]> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`entries(options): options must be an object ({ prefix?, gt?, gte?, lt?, lte?, reverse?, limit? }), got ${typeName(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`entries(options): options must be an object ({ prefix?, gt?, gte?, lt?, lte?, reverse?, limit? }), got ${describe(options)}`)
     const max = this.#host.maxKeyBytes
     const enc = (k: K, field: string): Buffer => Buffer.concat([base, keyBytes(k as KeyInput, `${what} (${field})`, max)])
     const limit = options.limit ?? Infinity

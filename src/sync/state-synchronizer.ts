@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { assertPrefix } from '../dfs/snapshot-store.js'
 import { TidemarkError, isTidemarkError } from '../errors.js'
-import { NO_REVISION, describe, type LogEntry, type RevisionedLog } from '../log/revisioned-log.js'
+import { describe } from '../describe.js'
+import { NO_REVISION, type LogEntry, type RevisionedLog } from '../log/revisioned-log.js'
 import { encodeWith, jsonCodec, type Codec } from '../store/codec.js'
 import {
   compactPointKey,

@@ -1,6 +1,6 @@
 import type { IHeaders, KafkaConfig } from 'kafkajs'
 import type { SnapshotStore } from '../../../src/dfs/snapshot-store.js'
-import { describe } from '../../../src/log/revisioned-log.js'
+import { describe } from '../../../src/describe.js'
 import { jsonCodec, type Codec } from '../../../src/store/codec.js'
 import type { PartitionStoreOptions } from '../../../src/store/partition-store.js'
 import type { StateDefinition } from '../../../src/store/state.js'
