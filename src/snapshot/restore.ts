@@ -184,18 +184,14 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   const logger = checkLogger(o.logger, 'logger')
   const known = checkKnownManifests(o.knownManifests, layout)
   const labels = { job: layout.job, partition: layout.partition }
-  // The user's onProgress is called from the download loop: a throw is
-  // logged there, like onEvent's, instead of failing (or silently passing) the restore.
+  // Called from the download loop: the user's throw is logged, like onEvent's.
+  // Metrics count downloaded bytes through the same reports, so a subscriber gets them without onProgress.
   const user = settings.onProgress
   const progressFields = { ...labels, callback: 'onProgress' }
-  const userProgress = user === undefined ? undefined : (p: RestoreProgress): void => { callListener(() => user(p), undefined, logger, progressFields) }
-  settings.onProgress = userProgress
-  // Metrics count downloaded bytes through the same progress reports, so a subscriber gets them without onProgress.
-  if (restoreObserved()) {
-    settings.onProgress = (p) => {
-      restoreProgress(labels, p.bytesDownloaded, p.bytesTotal)
-      userProgress?.(p)
-    }
+  const observed = restoreObserved()
+  settings.onProgress = user === undefined && !observed ? undefined : (p) => {
+    if (observed) restoreProgress(labels, p.bytesDownloaded, p.bytesTotal)
+    if (user !== undefined) callListener(() => user(p), undefined, logger, progressFields)
   }
   const emit = (event: RestoreEvent): void => {
     logRestoreEvent(logger, labels, event)
