@@ -1,21 +1,15 @@
 import { EventEmitter } from 'node:events'
-import { mkdir } from 'node:fs/promises'
-import { dirname } from 'node:path'
-import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { TidemarkError } from '../errors.js'
 import { assertRevision, type RevisionedLog } from '../log/revisioned-log.js'
-import { acquireClaim, CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
+import { CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
-import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
+import type { PartitionStore, PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
-import { listManifests, readValidManifests, type InvalidManifest, type ManifestRef, type ValidManifests } from '../snapshot/catalog.js'
-import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
-import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
-import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
+import type { RestoreEvent, RestoreResult } from '../snapshot/restore.js'
+import type { SnapshotResult, SnapshotterEvent } from '../snapshot/snapshotter.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
-import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { checkLogger, type Logger } from '../logging/logger.js'
 import { callListener } from '../logging/listener.js'
 import { PartitionMetrics } from '../metrics/partition-metrics.js'
 import { observeProcessorEvent } from './observe.js'
@@ -23,13 +17,11 @@ import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
 import { describe } from '../describe.js'
+import { checkClaimStore, PartitionLifecycle, type LifecycleSnapshotSettings, type OwnershipEvent } from './partition-lifecycle.js'
 
-export interface SnapshotSettings
-  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs' | 'checkpoint'> {
-  /** Where snapshots go and come from. */
-  store: SnapshotStore
-  /** When to snapshot (time, events, bytes committed since the last one). */
-  schedule?: Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>
+export type { OwnershipEvent } from './partition-lifecycle.js'
+
+export interface SnapshotSettings extends LifecycleSnapshotSettings {
   /** Take a snapshot in close() that covers everything committed (after one in flight). Default false. */
   onClose?: boolean
 }
@@ -54,15 +46,6 @@ export interface OwnershipSettings {
   /** Milliseconds since the Unix epoch (default Date.now), for the lease; tests move it to expire leases without waiting. */
   clock?: () => number
 }
-
-/** What the processor reports about its claim. */
-export type OwnershipEvent =
-  /** A renewal failed with a store error; the next tick retries it, and no batch commits once the lease has run out without one succeeding. */
-  | { type: 'renew-failed'; error: TidemarkError; leaseUntil: number | null }
-  /** The claim was taken by another owner (or the snapshots were fenced by a newer epoch): the partition stops with this error. */
-  | { type: 'lost'; error: TidemarkError }
-  /** close() could not release the claim (a store error); the next owner gets it once the lease runs out. */
-  | { type: 'release-failed'; error: TidemarkError }
 
 export interface PartitionProcessorOptions<E> {
   /** Namespace of the job's snapshots. */
@@ -173,22 +156,13 @@ export interface ProcessorEvents {
 export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvents> {
   readonly options: Readonly<Required<Pick<PartitionProcessorOptions<E>, 'batchSize' | 'replayBatchSize' | 'pollIntervalMs' | 'allowEmpty'>>>
   readonly #o: PartitionProcessorOptions<E>
-  #store: PartitionStore | undefined
+  /** The claim, restore, store, outputs, snapshots, failure policy and shutdown: what the consumer group's tasks share. */
+  readonly #life: PartitionLifecycle
   #sync: PartitionSynchronizer<E> | undefined
-  #snapshotter: Snapshotter | undefined
-  #scheduler: SnapshotScheduler | undefined
-  readonly #ownership: ResolvedOwnership | undefined
-  #claim: Claim | undefined
-  #renewTimer: NodeJS.Timeout | undefined
-  #renewing = false
-  /** Aborted when the partition stops on a failure, so that run() does not sleep through it. */
-  readonly #stopped = new AbortController()
   /** The catch-up running or queued last (catchUp() runs them one at a time). */
   #catchingUp: Promise<unknown> = Promise.resolve()
   #state: 'new' | 'starting' | 'running' | 'closed' = 'new'
   #replayed = false
-  /** The error that stopped the partition: the first one, which is the one reported. */
-  #failure: { error: unknown } | undefined
   readonly #logger: Logger
   /** Publishes to the metrics channels (docs/metrics.md); costs a property read per call while nobody subscribes. */
   readonly #metrics: PartitionMetrics
@@ -217,17 +191,40 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     if (!Number.isInteger(resolved.pollIntervalMs) || resolved.pollIntervalMs < 1) throw new RangeError(`options.pollIntervalMs must be a positive integer, got ${resolved.pollIntervalMs}`)
     if (typeof resolved.allowEmpty !== 'boolean') throw new TypeError('options.allowEmpty must be a boolean')
     this.options = Object.freeze(resolved)
-    this.#ownership = resolveOwnership(options.ownership, options.snapshots)
+    const ownership = resolveOwnership(options.ownership, options.snapshots)
+    this.#logger = checkLogger(options.logger, 'options.logger')
+    this.#metrics = new PartitionMetrics({ job: options.job, topic: options.topic, partition: options.partition })
     this.#outputs = new PartitionOutputs({
       job: options.job, topic: options.topic, partition: options.partition,
       outputs: resolveOutputs(options.outputs), dedupe: resolveDedupe(options.dedupe),
       onEvent: (event) => this.emit('outputs', event),
-      onStoreFailed: (error) => this.#fail(error),
+      onStoreFailed: (error) => this.#life.fail(error),
       onDepth: (depth) => this.#metrics.outbox(depth),
     })
-    this.#logger = checkLogger(options.logger, 'options.logger')
-    this.#metrics = new PartitionMetrics({ job: options.job, topic: options.topic, partition: options.partition })
     this.#o = options
+    this.#life = new PartitionLifecycle({
+      job: options.job,
+      key: options.partition,
+      topic: options.topic,
+      partition: options.partition,
+      path: options.path,
+      states: options.states,
+      ...(options.store === undefined ? {} : { store: options.store }),
+      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots }),
+      ...(ownership === undefined ? {} : { claim: { kind: 'lease', ...ownership } }),
+      allowEmpty: resolved.allowEmpty,
+      ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
+      outputs: this.#outputs,
+      logger: this.#logger,
+      events: {
+        progress: (p) => this.emit('progress', p),
+        restore: (event) => this.emit('restore', event),
+        snapshot: (result) => this.emit('snapshot', result),
+        snapshotFailed: (error) => this.emit('snapshot-failed', error),
+        snapshotter: (event) => this.emit('snapshotter', event),
+        ownership: (event) => this.emit('ownership', event),
+      },
+    })
   }
 
   // Every event also goes to the logger and the metrics channels (observe.ts).
@@ -240,18 +237,19 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */
   get claim(): Claim | undefined {
-    return this.#claim
+    return this.#life.claim
   }
 
   /** The partition store; available after start(). */
   get store(): PartitionStore {
-    if (this.#store === undefined) throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', 'the processor is not started')
-    return this.#store
+    const store = this.#life.store
+    if (store === undefined) throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', 'the processor is not started')
+    return store
   }
 
   /** The store's position in the source, or undefined before the first commit. */
   get offset(): bigint | undefined {
-    return this.#store?.position(this.#o.topic, this.#o.partition)
+    return this.#life.store?.position(this.#o.topic, this.#o.partition)
   }
 
   /**
@@ -266,76 +264,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     const o = this.#o
     const t0 = performance.now()
     try {
-      let restored: RestoreResult | undefined
-      let epoch = 0
-      let skipped: SkippedSnapshot[] = []
-      let knownManifests: { refs: ManifestRef[]; valid: ValidManifests['valid'] } | undefined
-      if (o.snapshots !== undefined) {
-        // The claim comes first: nothing touches the partition store before
-        // it is held. Its epoch is above every snapshot that verifies, so
-        // this owner's snapshots fence every writer before it.
-        // This one listing serves the restore and the first snapshot too
-        // (knownManifests): a start on an intact local store lists once.
-        const listed = await this.#verifiedManifests(o.snapshots.store)
-        const { newest, invalid } = listed
-        this.#claim = await this.#acquire(o.snapshots.store, newest)
-        // A previous owner that released the claim after that listing may
-        // have committed a snapshot it lacks (its last one, recorded in the
-        // claim it released): then the restore lists again.
-        const known = this.#claim.listingIsCurrent(listed.known.refs) ? listed.known : undefined
-        epoch = this.#claim.epoch
-        this.#startRenewing(this.#claim)
-        const meter = new ProgressMeter('restore', (p) => this.emit('progress', p))
-        restored = await restoreSnapshot({
-          snapshotStore: o.snapshots.store,
-          job: o.job,
-          partition: o.partition,
-          target: o.path,
-          allowEmpty: this.options.allowEmpty,
-          ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
-          onProgress: (p) => meter.update(p.bytesDownloaded, p.bytesTotal),
-          onEvent: (event) => this.emit('restore', event),
-          logger: this.#logger,
-          knownManifests: known,
-        })
-        meter.finish()
-        knownManifests = known
-        skipped = this.#skipped(restored, invalid)
-      } else {
-        await mkdir(dirname(o.path), { recursive: true })
-      }
-      this.#store = await PartitionStore.open({ ...o.store, path: o.path, states: this.#outputs.states(o.states) })
-      await this.#outputs.attach(this.#store)
-      if (o.snapshots !== undefined) {
-        const { store, schedule, onClose: _onClose, ...rest } = o.snapshots
-        const claim = this.#claim!
-        this.#snapshotter = new Snapshotter({
-          ...rest,
-          snapshotStore: store,
-          partitionStore: this.#store,
-          job: o.job,
-          partition: o.partition,
-          epoch,
-          onEvent: (event) => this.emit('snapshotter', event),
-          logger: this.#logger,
-          // One HEAD right before the manifest: a snapshot of an owner that
-          // lost the claim does not commit (epoch order covers the rest).
-          beforeCommit: () => claim.check(),
-          ...(knownManifests === undefined ? {} : { knownManifests }),
-          // Its first snapshot (a hand-off, often) then hashes only what is new.
-          ...(restored?.verifiedFiles === undefined ? {} : { verifiedFiles: restored.verifiedFiles }),
-        })
-        // Hashes ahead what the first snapshot would hash: off a hand-off's critical path.
-        void this.#snapshotter.prepare()
-        this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
-          ...schedule,
-          onSnapshot: (result) => this.emit('snapshot', result),
-          onError: (error) => this.#snapshotFailed(error),
-        })
-        this.#scheduler.start()
-      }
+      const started = await this.#life.start()
       this.#sync = new PartitionSynchronizer({
-        store: this.#store,
+        store: this.#life.store!,
         log: o.log,
         topic: o.topic,
         partition: o.partition,
@@ -343,22 +274,17 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         codec: o.codec ?? jsonCodec<E>(),
         batchSize: this.options.batchSize,
       })
-      // The claim was lost while restoring.
-      if (this.#failure !== undefined) throw this.#failure.error
       this.#state = 'running'
       const result: StartResult = {
-        source: restored?.source ?? (this.offset === undefined ? 'empty' : 'local'),
-        ...(restored?.snapshot === undefined ? {} : { snapshot: restored.snapshot.id }),
-        skipped,
-        bytesDownloaded: restored?.bytesDownloaded ?? 0,
+        ...started,
         restoreMs: performance.now() - t0,
         offset: this.offset,
-        epoch,
       }
       this.emit('started', result)
       return result
     } catch (err) {
-      await this.#shutdown()
+      this.#state = 'closed'
+      await this.#life.shutdown()
       throw err
     }
   }
@@ -382,10 +308,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   }
 
   async #catchUp(options: { end?: bigint; signal?: AbortSignal }): Promise<number> {
-    // The store failed while no catch-up ran (the reopen after a checkpoint).
-    if (this.#failure !== undefined && this.#state === 'running') {
+    // The partition stopped while no catch-up ran (the store failed in the
+    // reopen after a checkpoint, the claim was lost).
+    const failure = this.#life.failure
+    if (failure !== undefined && this.#state === 'running') {
       await this.#stopOnFailure()
-      throw this.#failure.error
+      throw failure.error
     }
     const sync = this.#running()
     const from = sync.getRevision() + 1n
@@ -406,12 +334,11 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
           meter.update(done, Math.max(total, done))
           this.emit('commit', { events, offset })
           this.#metrics.committed(events, bytes, offset, this.#commitStartedAt, logTail)
-          this.#scheduler?.noteCommit(events, bytes)
-          this.#outputs.committed(offset)
+          this.#life.committed(events, bytes, offset)
         },
         // Closed (by close(): a failure is recorded before the shutdown), a
         // commit fails because the store closed under it: no failure.
-        onCommitFailed: (error) => { if (this.#state !== 'closed') this.#fail(error) },
+        onCommitFailed: (error) => { if (this.#state !== 'closed') this.#life.fail(error) },
         beforeCommit: this.#outputs.enabled ? this.#beforeCommitWithRoom : this.#beforeBatchCommit,
       })
       // An idle live loop (run() polls every pollIntervalMs) has nothing to
@@ -423,15 +350,15 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       // close() during the catch-up closed the store under the batch in
       // flight: that batch was not committed, by the caller's doing; no
       // failure of the partition (nor an error in its log).
-      if (this.#state === 'closed' && this.#failure === undefined) {
+      if (this.#state === 'closed' && this.#life.failure === undefined) {
         throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.#o.topic}/${this.#o.partition} was closed during the catch-up; the batch in flight was not committed (the next owner applies it)`, { cause: err })
       }
       // A failed batch stops the partition: its owner restarts it, which
       // resumes at the first event of that batch. The first failure is the
       // one reported (a snapshot may have found the store failed first).
-      this.#fail(err)
+      this.#life.fail(err)
       await this.#stopOnFailure()
-      throw this.#failure!.error
+      throw this.#life.failure!.error
     }
   }
 
@@ -441,7 +368,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     checkSignal(signal, 'run(signal): signal')
     while (!signal.aborted) {
       const applied = await this.catchUp({ signal })
-      if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal, this.#stopped.signal)
+      if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal, this.#life.stopped)
     }
   }
 
@@ -452,7 +379,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async snapshot(): Promise<SnapshotResult | undefined> {
     this.#running()
-    return this.#scheduler?.trigger()
+    return this.#life.snapshot()
   }
 
   /**
@@ -462,104 +389,28 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
-    if (this.#state === 'running' && this.#failure === undefined && this.#o.snapshots?.onClose === true) await this.#scheduler?.trigger()
-    await this.#shutdown()
+    if (this.#state === 'running' && this.#life.failure === undefined && this.#o.snapshots?.onClose === true) await this.#life.snapshot()
+    this.#state = 'closed'
+    await this.#life.shutdown()
   }
 
   #running(): PartitionSynchronizer<E> {
-    if (this.#state !== 'running' || this.#sync === undefined || this.#failure !== undefined) {
+    const failure = this.#life.failure
+    if (this.#state !== 'running' || this.#sync === undefined || failure !== undefined) {
       throw new TidemarkError(
         'TIDEMARK_PROCESSOR_CLOSED',
-        `partition ${this.#o.topic}/${this.#o.partition} is ${this.#failure !== undefined ? 'stopped after an error' : this.#state === 'closed' ? 'stopped' : 'not started'}`,
-        this.#failure === undefined ? {} : { cause: this.#failure.error },
+        `partition ${this.#o.topic}/${this.#o.partition} is ${failure !== undefined ? 'stopped after an error' : this.#state === 'closed' ? 'stopped' : 'not started'}`,
+        failure === undefined ? {} : { cause: failure.error },
       )
     }
     return this.#sync
   }
 
-  /**
-   * The highest epoch among the partition's snapshots that verify: the new
-   * claim's epoch goes above it, so that a previous owner that is still
-   * running is fenced off, also one that never held a claim. Only manifests
-   * that verify count: a key is only a name, and junk named with the largest
-   * epoch must not make the job unstartable. The listing and the manifests
-   * read (`known`) are handed on, so that no one lists or reads them again.
-   */
-  async #verifiedManifests(store: SnapshotStore): Promise<{ newest: number; invalid: InvalidManifest[]; known: { refs: ManifestRef[]; valid: ValidManifests['valid'] } }> {
-    const layout = new SnapshotLayout(this.#o.job, this.#o.partition)
-    const refs = await listManifests(store, layout)
-    const { valid, invalid } = await readValidManifests(store, layout, refs)
-    const known = { refs, valid }
-    const newest = valid[0]?.ref
-    if (newest === undefined) return { newest: 0, invalid, known }
-    if (newest.epoch >= MAX_EPOCH) {
-      throw new TidemarkError(
-        'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
-        `snapshot ${newest.key} has epoch ${newest.epoch}, the largest there is: no new owner of ${layout.prefix} can take an epoch above it to fence the previous one; move the partition's snapshots aside`,
-        { details: { job: layout.job, partition: layout.partition, key: newest.key, epoch: newest.epoch } },
-      )
-    }
-    return { newest: newest.epoch, invalid, known }
-  }
-
-  /**
-   * The restore's skipped snapshots and the manifests that do not verify
-   * and that the restore did not try (reported here), newest first.
-   */
-  #skipped(restored: RestoreResult, invalid: readonly InvalidManifest[]): SkippedSnapshot[] {
-    const reported = new Set(restored.skipped.map((s) => s.key))
-    const unreported: SkippedSnapshot[] = invalid
-      .filter((m) => !reported.has(m.ref.key))
-      .map((m) => ({ id: m.ref.id, key: m.ref.key, reason: m.reason, message: m.message }))
-    for (const skipped of unreported) this.emit('restore', { type: 'snapshot-skipped', skipped })
-    // Keys hold the zero-padded (epoch, sequence): descending keys are newest first.
-    return [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
-  }
-
-  /** Takes the claim (acquireClaim runs a race again that a force lost to the replaced holder's own renewal). */
-  async #acquire(store: SnapshotStore, minEpoch: number): Promise<Claim> {
-    const own = this.#ownership!
-    return acquireClaim({
-      store, job: this.#o.job, partition: this.#o.partition, minEpoch, leaseMs: own.leaseMs, takeover: own.takeover, clock: own.clock,
-      ...(own.owner === undefined ? {} : { owner: own.owner }),
-    })
-  }
-
-  #startRenewing(claim: Claim): void {
-    this.#renewTimer = setInterval(() => void this.#renew(claim), claim.renewIntervalMs)
-    // The lease must not keep a process alive that has nothing else to do.
-    this.#renewTimer.unref()
-  }
-
-  async #renew(claim: Claim): Promise<void> {
-    // A slow store must not pile up renewals; the next tick tries again.
-    if (this.#renewing || claim.state !== 'held') return
-    this.#renewing = true
-    try {
-      await claim.renew()
-    } catch (error) {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost(error)
-      else this.emit('ownership', { type: 'renew-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'renewing the claim failed', { retriable: true }), leaseUntil: claim.leaseUntil })
-    } finally {
-      this.#renewing = false
-    }
-  }
-
-  /**
-   * Before each batch commit: nothing more is committed once the partition
-   * stopped (the claim lost), nor once the lease has run out by this host's
-   * clock without a renewal: then another owner may hold the partition,
-   * and only a renewal that succeeds now proves it does not.
-   */
+  /** Before each batch commit: the lifecycle's checks (failure, lease), and the commit's start for the metrics. */
   readonly #beforeBatchCommit = (): Promise<void> | undefined => {
-    if (this.#failure !== undefined) throw this.#failure.error
+    const ready = this.#life.beforeCommit()
     this.#commitStartedAt = this.#metrics.commitStarted()
-    const claim = this.#claim
-    if (claim === undefined || claim.leaseUntil === null || this.#ownership!.clock() < claim.leaseUntil) return undefined
-    return claim.renew().catch((error: unknown) => {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost(error)
-      throw error
-    })
+    return ready
   }
 
   /**
@@ -568,7 +419,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * nothing written) until delivery makes room.
    */
   readonly #beforeCommitWithRoom = (): Promise<void> | undefined => {
-    if (this.#failure !== undefined) throw this.#failure.error
+    const failure = this.#life.failure
+    if (failure !== undefined) throw failure.error
     const room = this.#outputs.waitForRoom()
     return room === undefined ? this.#beforeBatchCommit() : room.then(() => this.#beforeBatchCommit())
   }
@@ -578,74 +430,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     await this.#outputs.publisher?.flush()
   }
 
-  /** The claim is gone: the partition stops within the batch in flight. */
-  #lost(error: unknown): void {
-    if (this.#failure !== undefined) return
-    this.emit('ownership', { type: 'lost', error: asTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST', 'the claim was lost') })
-    this.#fail(error)
-  }
-
-  /**
-   * Only the first failure stops the partition and is reported: after the
-   * store failed (a commit, the reopen after a checkpoint), other calls of
-   * it fail too, and those errors say nothing new.
-   */
-  #fail(error: unknown): void {
-    if (this.#failure !== undefined) return
-    this.#failure = { error }
-    this.#logger.error({ job: this.#o.job, topic: this.#o.topic, partition: this.#o.partition, ...errorFields(error) }, 'partition stopped')
-    // No new snapshot of a failed partition; one in flight finishes (and
-    // does not commit once the claim is lost: its check fails).
-    void this.#scheduler?.stop()
-    this.#stopped.abort(error)
-  }
-
-  #snapshotFailed(error: unknown): void {
-    if (this.#failure !== undefined) return
-    // Another owner holds the partition: its claim, or snapshots of a newer
-    // epoch. That is no snapshot failure to retry but the end of this owner.
-    if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST') || (this.#claim !== undefined && isTidemarkError(error, 'TIDEMARK_SNAPSHOT_FENCED'))) {
-      this.#lost(error)
-      return
-    }
-    // The partition store itself failed (its reopen after the checkpoint):
-    // processing cannot go on, so the partition stops with this error.
-    if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
-      this.#fail(error)
-      return
-    }
-    this.emit('snapshot-failed', asTidemarkError(error, 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `snapshot of ${this.#o.topic}/${this.#o.partition} failed`, { retriable: false }))
-  }
-
   /** Shuts down after a failure; an error of the shutdown (closing a store that failed) adds nothing to the failure. */
   async #stopOnFailure(): Promise<void> {
-    await this.#shutdown().catch(() => undefined)
-  }
-
-  async #shutdown(): Promise<void> {
     this.#state = 'closed'
-    if (this.#renewTimer !== undefined) clearInterval(this.#renewTimer)
-    this.#renewTimer = undefined
-    try {
-      await this.#scheduler?.stop()
-      await this.#snapshotter?.close()
-      await this.#outputs.close()
-      await this.#store?.close()
-    } finally {
-      // Last, once nothing of this owner can write any more. A claim that
-      // was lost is not released (no request is made).
-      await this.#release()
-    }
-  }
-
-  async #release(): Promise<void> {
-    try {
-      const lastSnapshot = this.#snapshotter?.lastCommitted
-      await this.#claim?.release(lastSnapshot === undefined ? {} : { lastSnapshot })
-    } catch (error) {
-      // The lease runs out on its own; the next owner just waits for it.
-      this.emit('ownership', { type: 'release-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'releasing the claim failed', { retriable: true }) })
-    }
+    await this.#life.shutdown().catch(() => undefined)
   }
 }
 
@@ -656,10 +444,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
     if (value !== undefined) throw new RangeError('options.ownership needs options.snapshots: the partition\'s claim lives in the snapshot store')
     return undefined
   }
-  const store = snapshots.store
-  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
-    throw new RangeError(`options.snapshots.store (${store.url}) cannot hold the partition's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap (conditional puts; a server that ignores them is opened with conditionalPut: false)`)
-  }
+  checkClaimStore(snapshots.store, 'options.snapshots.store')
   if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${describe(value)}`)
   const known = ['leaseMs', 'takeover', 'owner', 'clock']
   for (const name of Object.keys(value ?? {})) {

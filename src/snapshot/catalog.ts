@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream'
-import { isTidemarkError } from '../errors.js'
+import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
 import { corrupt, type CorruptReason } from './archive.js'
-import type { SnapshotLayout } from './layout.js'
+import { MAX_EPOCH, type SnapshotLayout } from './layout.js'
 import { MAX_MANIFEST_BYTES, NewerManifestVersionError, parseManifest, type SnapshotManifest } from './manifest.js'
 import { mapLimit } from './util.js'
 
@@ -139,4 +139,34 @@ export async function readAll(stream: Readable, limit: number): Promise<Buffer> 
     stream.destroy()
   }
   return Buffer.concat(chunks)
+}
+
+/** A partition's manifests as a new owner lists them before it takes the claim. */
+export interface VerifiedManifests {
+  refs: ManifestRef[]
+  valid: ValidManifests['valid']
+  invalid: InvalidManifest[]
+  /** The highest epoch among the manifests that verify (0 for none): a new claim's epoch goes above it. */
+  newestEpoch: number
+}
+
+/**
+ * Lists and reads a partition's manifests for a new owner: the highest
+ * epoch that verifies fences every writer before the new claim (only
+ * manifests that verify count: a key is only a name, and junk named with
+ * the largest epoch must not make the job unstartable). Fails with
+ * TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED when that epoch is the largest there is.
+ */
+export async function listVerifiedManifests(store: SnapshotStore, layout: SnapshotLayout): Promise<VerifiedManifests> {
+  const refs = await listManifests(store, layout)
+  const { valid, invalid } = await readValidManifests(store, layout, refs)
+  const newest = valid[0]?.ref
+  if (newest !== undefined && newest.epoch >= MAX_EPOCH) {
+    throw new TidemarkError(
+      'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
+      `snapshot ${newest.key} has epoch ${newest.epoch}, the largest there is: no new owner of ${layout.prefix} can take an epoch above it to fence the previous one; move the partition's snapshots aside`,
+      { details: { job: layout.job, partition: layout.partition, key: newest.key, epoch: newest.epoch } },
+    )
+  }
+  return { refs, valid, invalid, newestEpoch: newest?.epoch ?? 0 }
 }

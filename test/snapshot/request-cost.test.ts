@@ -10,7 +10,7 @@ import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_coun
 import type { PartitionStore} from '../../src/index.js';
 import { acquireClaim, FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, Snapshotter, valueState, type SnapshotStore } from '../../src/index.js'
 import { listManifests, readValidManifests } from '../../src/snapshot/catalog.js'
-import { acquireOwnership } from '../../connectors/kafka/consumer/ownership.js'
+import { acquireAsAssignee } from '../helpers/acquire-assigned.js'
 import { collectGarbage } from '../../src/snapshot/gc.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
@@ -380,12 +380,12 @@ describe('a consumer-group task hands its listing on only when it is current', (
     await previous.release()
 
     const before = dfs.snapshot()
-    const ownership = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 1000 })
+    const ownership = await acquireAsAssignee({ store: dfs, job: 'job', partition: '0', waitMs: 1000 })
     expect(ownership.known?.valid.map((v) => v.manifest.id)).toEqual([handoff.id])
     const restored = await restoreSnapshot({ snapshotStore: dfs, job: 'job', partition: '0', target: join(dir, 'r'), knownManifests: ownership.known! })
     expect(restored.snapshot?.id).toBe(handoff.id)
     expect(diffCounts(dfs.snapshot(), before).list).toBe(1)
-    await ownership.release()
+    await ownership.claim.release()
   })
 
   it('absent when the claim was taken only after waiting for the previous owner (its hand-off snapshot may be newer), or by force', async () => {
@@ -402,14 +402,13 @@ describe('a consumer-group task hands its listing on only when it is current', (
       if (released === undefined && key === claimKey) released = previous.release()
       return body
     }
-    const afterWait = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 10_000 })
+    const afterWait = await acquireAsAssignee({ store: dfs, job: 'job', partition: '0', waitMs: 10_000 })
     dfs.get = get
     expect(await released).toBe(true)
-    expect(afterWait.claimed).toBe(true)
     expect(afterWait.known).toBeUndefined()
     // By force (waitMs 0): whoever held it may have just committed.
-    const forced = await acquireOwnership({ store: dfs, job: 'job', partition: '0', waitMs: 0 })
-    expect(forced.epoch).toBeGreaterThan(afterWait.epoch)
+    const forced = await acquireAsAssignee({ store: dfs, job: 'job', partition: '0', waitMs: 0 })
+    expect(forced.claim.epoch).toBeGreaterThan(afterWait.claim.epoch)
     expect(forced.known).toBeUndefined()
   })
 })

@@ -10,6 +10,7 @@ import type { SnapshotterOptions } from '../../../src/snapshot/snapshotter.js'
 import { resolveDedupe, resolveOutputs, type ResolvedOutputs } from '../../../src/outputs/options.js'
 import type { DedupeMode, EmitContext, OutputsOptions } from '../../../src/outputs/types.js'
 import { checkLogger, type Logger } from '../../../src/logging/logger.js'
+import { checkClaimStore } from '../../../src/runtime/partition-lifecycle.js'
 
 /** One Kafka record as the handler sees it. */
 export interface ConsumerRecord<V> {
@@ -208,6 +209,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   const batchSize = integer(options.batchSize ?? CONSUMER_DEFAULTS.batchSize, 'options.batchSize', 1, 1_000_000)
   const concurrency = integer(options.concurrency ?? CONSUMER_DEFAULTS.concurrency, 'options.concurrency', 1, 1024)
   if (options.snapshots !== undefined && typeof options.snapshots?.store?.put !== 'function') throw new TypeError('options.snapshots.store must be a SnapshotStore')
+  if (options.snapshots !== undefined) checkClaimStore(options.snapshots.store, 'options.snapshots.store')
   const handoff = options.handoff ?? {}
   if (typeof handoff !== 'object' || handoff === null) throw new TypeError(`options.handoff must be an object, got ${describe(handoff)}`)
   const handoffSnapshot = handoff.snapshot ?? options.snapshots !== undefined

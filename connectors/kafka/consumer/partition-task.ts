@@ -1,33 +1,16 @@
-import { existsSync } from 'node:fs'
-import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { KafkaMessage } from 'kafkajs'
-import { isTidemarkError, TidemarkError } from '../../../src/errors.js'
+import { TidemarkError } from '../../../src/errors.js'
 import { decodeFailed } from '../../../src/store/codec.js'
-import { PartitionStore } from '../../../src/store/partition-store.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult } from '../../../src/snapshot/restore.js'
-import { prefetchSnapshot, type Prefetch } from '../../../src/snapshot/prefetch.js'
-import { SnapshotScheduler } from '../../../src/snapshot/scheduler.js'
-import { Snapshotter, type SnapshotResult, type SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
+import type { PartitionStore } from '../../../src/store/partition-store.js'
+import type { RestoreEvent } from '../../../src/snapshot/restore.js'
+import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import type { ConsumerRecord, ResolvedConsumerOptions } from './options.js'
-import { acquireOwnership, type PartitionOwnership } from './ownership.js'
 import { PartitionOutputs } from '../../../src/outputs/partition-outputs.js'
 import { RECORD_ID_HEADER } from '../../../src/outputs/id.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import { PartitionMetrics } from '../../../src/metrics/partition-metrics.js'
-
-/**
- * Ranged reads at once of the prefetch a new owner runs while it waits for
- * the previous owner's release (a restore uses 6). The prefetch is
- * speculative and shares the snapshot store with what is on the critical
- * path: the old owner's hand-off upload, the claim requests that notice the
- * release, and the ranges stop() must wait for. At 6 per partition the
- * rebalance bench (REBALANCE_TRACE=1) saw the claim taken 200-320 ms after
- * the release and stop() wait 100-530 ms; at 2, 100-150 ms and 35-60 ms,
- * and the handoffRatio pairs of one run were 1.47-1.84 at 6 and of another
- * 1.06-1.45 at 2.
- */
-const PREFETCH_CONCURRENCY = 2
+import { PartitionLifecycle, type OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 
 export interface TopicPartition {
   topic: string
@@ -70,6 +53,8 @@ export interface PartitionClosed extends TopicPartition {
   handoff?: SnapshotResult
   /** The hand-off snapshot did not finish within handoff.timeoutMs (it goes on in the background), failed, or was not taken because another owner holds the partition's claim. */
   handoffFailed?: 'timeout' | 'failed' | 'lost'
+  /** Why the hand-off failed or was not taken ('failed' and 'lost'). */
+  handoffError?: TidemarkError
   handoffMs: number
 }
 
@@ -91,11 +76,9 @@ export interface TaskServices {
     skipped(tp: TopicPartition, record: { offset: bigint; action: 'skip' | 'dead-letter'; error: unknown }): void
     truncated(tp: TopicPartition, info: { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }): void
     outputs(tp: TopicPartition, event: OutputsEvent): void
+    ownership(tp: TopicPartition, event: OwnershipEvent): void
   }
 }
-
-/** How often a running partition looks at its claim (one HEAD of the snapshot store). */
-const OWNERSHIP_CHECK_MS = 1000
 
 export type TaskState = 'new' | 'starting' | 'running' | 'closing' | 'closed' | 'failed'
 
@@ -123,22 +106,17 @@ export class PartitionTask<V> {
   #fetchFrom = 0n
   readonly #o: ResolvedConsumerOptions<V>
   readonly #services: TaskServices
-  #store: PartitionStore | undefined
-  #snapshotter: Snapshotter | undefined
-  #scheduler: SnapshotScheduler | undefined
-  #ownership: PartitionOwnership | undefined
+  /** The claim, restore, store, outputs, snapshots, failure policy and shutdown: what PartitionProcessor shares. */
+  readonly #life: PartitionLifecycle
   /** The batch being applied: close() waits for it. */
   #busy: Promise<unknown> | undefined
-  #failure: unknown
-  /** The claim was found taken over by a newer owner. */
-  #lost: TidemarkError | undefined
-  #checking = false
-  #checkedAt = performance.now()
-  /** Settles when the store is closed (after a hand-off snapshot that outlived its timeout, too). */
-  #closed: Promise<void> | undefined
   readonly #outputs: PartitionOutputs
   /** Paused in the consumer until the outbox has room. */
   #outboxPaused = false
+  /** Why start() failed (the lifecycle's failures are those of a running partition). */
+  #startFailure: { error: unknown } | undefined
+  /** Names the step that the debug timings of a start or a close report. */
+  #phase: ((step: string) => void) | undefined
 
   constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices) {
     this.topic = tp.topic
@@ -147,13 +125,42 @@ export class PartitionTask<V> {
     this.path = join(options.stateDir, this.key)
     this.#o = options
     this.#services = services
+    const at = { topic: tp.topic, partition: tp.partition }
+    this.metrics = new PartitionMetrics({ job: options.job, ...tp }, this.key)
     this.#outputs = new PartitionOutputs({
       job: options.job, topic: tp.topic, partition: tp.partition, outputs: options.outputs, dedupe: options.dedupe,
-      onEvent: (event) => services.events.outputs({ topic: tp.topic, partition: tp.partition }, event),
-      onStoreFailed: (error) => void this.#fail(error),
+      onEvent: (event) => services.events.outputs(at, event),
+      onStoreFailed: (error) => this.#life.fail(error),
       onDepth: (depth) => this.metrics.outbox(depth),
     })
-    this.metrics = new PartitionMetrics({ job: options.job, ...tp }, this.key)
+    this.#life = new PartitionLifecycle({
+      job: options.job,
+      key: this.key,
+      topic: tp.topic,
+      partition: tp.partition,
+      path: this.path,
+      states: options.states,
+      store: options.store,
+      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: options.handoff.waitMs } }),
+      allowEmpty: true,
+      ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
+      outputs: this.#outputs,
+      logger: options.logger,
+      events: {
+        restore: (event) => services.events.restore(at, event),
+        snapshot: (result) => services.events.snapshot(at, result),
+        snapshotFailed: (error) => services.events.snapshotFailed(at, error),
+        snapshotter: (event) => services.events.snapshotter(at, event),
+        ownership: (event) => services.events.ownership(at, event),
+        phase: (step) => this.#phase?.(step),
+      },
+      // A failure stops the task: its store closes and its claim is released
+      // now (a hand-off snapshot of a failed partition is never taken).
+      onFailure: () => {
+        this.#state = 'failed'
+        void this.#life.shutdown().catch(() => undefined)
+      },
+    })
   }
 
   get state(): TaskState {
@@ -167,17 +174,17 @@ export class PartitionTask<V> {
   }
 
   get failure(): unknown {
-    return this.#failure
+    return this.#life.failure?.error ?? this.#startFailure?.error
   }
 
   /** The store's position: the offset of the last record its state holds. */
   get position(): bigint | undefined {
-    return this.#store?.position(this.topic, this.partition)
+    return this.#life.store?.position(this.topic, this.partition)
   }
 
   /** The partition store; available while the task runs (for reads, tests and tools). */
   get store(): PartitionStore | undefined {
-    return this.#store
+    return this.#life.store
   }
 
   /**
@@ -189,72 +196,20 @@ export class PartitionTask<V> {
     if (this.#state !== 'new') throw new Error(`task ${this.key} was already started`)
     this.#state = 'starting'
     const t0 = performance.now()
-    const o = this.#o
     const tp = { topic: this.topic, partition: this.partition }
-    const phase = this.#phases('start', t0)
+    this.#phase = this.#phases('start', t0)
     try {
-      const snapshots = o.snapshots
-      const prefetchDir = `${this.path}.prefetch`
-      let prefetch: Prefetch | undefined
-      this.#ownership = await acquireOwnership({
-        store: snapshots?.store, job: o.job, partition: this.key, waitMs: o.handoff.waitMs,
-        // While the previous owner takes its hand-off snapshot, the newest
-        // snapshot's files are downloaded: the hand-off is incremental, so
-        // the restore is then left with the files it added (in the bench,
-        // 8 of 100 MiB). Not when a local store is there: the restore may
-        // use it as it is.
-        onWait: (known) => {
-          const newest = known.valid[0]?.manifest
-          if (snapshots === undefined || newest === undefined || existsSync(this.path)) return
-          phase('prefetching')
-          prefetch = prefetchSnapshot({
-            snapshotStore: snapshots.store, job: o.job, partition: this.key, manifest: newest, dir: prefetchDir,
-            downloadConcurrency: Math.min(PREFETCH_CONCURRENCY, o.downloadConcurrency ?? PREFETCH_CONCURRENCY),
-          })
-        },
-        // The claim changed, most likely released: the reads in flight end
-        // while the claim is taken (a GET and a conditional PUT), not after.
-        // (stop() is idempotent: the restore's call below waits for the same reads.)
-        onChange: () => { void prefetch?.stop() },
-      }).catch(async (err: unknown) => {
-        await prefetch?.dispose()
-        throw err
-      })
-      phase('claimed')
-      // A prefetch directory that no prefetch of ours uses is a killed
-      // process's: removed now that the partition is ours (it holds up to a
-      // whole snapshot, and nothing else would ever remove it).
-      if (prefetch === undefined) await rm(prefetchDir, { recursive: true, force: true })
-      let restored: RestoreResult | undefined
-      if (snapshots !== undefined) {
-        const reuse = await prefetch?.stop()
-        if (reuse !== undefined) phase(`prefetched ${reuse.length} files`)
-        restored = await restoreSnapshot({
-          snapshotStore: snapshots.store,
-          job: o.job,
-          partition: this.key,
-          target: this.path,
-          allowEmpty: true,
-          ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
-          onEvent: (event) => this.#services.events.restore(tp, event),
-          logger: o.logger,
-          // The listing that chose the epoch: the start lists once.
-          ...(this.#ownership.known === undefined ? {} : { knownManifests: this.#ownership.known }),
-          ...(reuse === undefined ? {} : { reuse }),
-        }).finally(() => prefetch?.dispose())
-      } else {
-        await mkdir(o.stateDir, { recursive: true })
-      }
-      phase('restored')
-      this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: this.#outputs.states(o.states) })
-      phase('opened')
-      let source: PartitionStarted['source'] = restored?.source ?? (this.position === undefined ? 'empty' : 'local')
-      const { low, high } = await this.#services.watermarks(this.topic, this.partition)
-      let fetchFrom: bigint
-      const position = this.position
-      if (position !== undefined) {
-        fetchFrom = position + 1n
-        if (fetchFrom < low) {
+      let reset = false
+      // Where the source resumes: Kafka's retention may have deleted what
+      // the state needs next, and a partition without state starts where
+      // the options say.
+      const started = await this.#life.start(async () => {
+        const o = this.#o
+        const { low, high } = await this.#services.watermarks(this.topic, this.partition)
+        const position = this.position
+        if (position !== undefined) {
+          this.#fetchFrom = position + 1n
+          if (this.#fetchFrom >= low) return
           this.#services.events.truncated(tp, { position, logStart: low, action: o.onTruncated })
           if (o.onTruncated === 'fail') {
             throw new TidemarkError(
@@ -265,67 +220,32 @@ export class PartitionTask<V> {
           }
           // A rebuild on purpose: the state from before the gap cannot be
           // brought forward, so it starts again from what the log still holds.
-          await this.#store.close()
-          this.#store = undefined
-          await rm(this.path, { recursive: true, force: true })
-          this.#store = await PartitionStore.open({ ...o.store, path: this.path, states: this.#outputs.states(o.states) })
-          source = 'reset'
-          fetchFrom = low
+          await this.#life.resetStore()
+          reset = true
+          this.#fetchFrom = low
+        } else if (o.startFrom === 'earliest') {
+          this.#fetchFrom = low
+        } else {
+          this.#fetchFrom = (await this.#services.groupOffset(this.topic, this.partition)) ?? high
         }
-      } else if (o.startFrom === 'earliest') {
-        fetchFrom = low
-      } else {
-        fetchFrom = (await this.#services.groupOffset(this.topic, this.partition)) ?? high
-      }
-      // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
-      await this.#outputs.attach(this.#store)
-      if (snapshots !== undefined) {
-        const { store, schedule, ...rest } = snapshots
-        const ownership = this.#ownership
-        this.#snapshotter = new Snapshotter({
-          ...rest,
-          snapshotStore: store,
-          partitionStore: this.#store,
-          job: o.job,
-          partition: this.key,
-          epoch: this.#ownership.epoch,
-          // The claim is checked right before each manifest, so a fenced
-          // owner's scheduled snapshot never commits (TIDEMARK_OWNERSHIP_LOST
-          // then stops the partition, see #snapshotFailed).
-          beforeCommit: () => ownership.check(),
-          ...(ownership.known === undefined ? {} : { knownManifests: ownership.known }),
-          // Its first snapshot (a hand-off, often) then hashes only what is new.
-          ...(restored?.verifiedFiles === undefined ? {} : { verifiedFiles: restored.verifiedFiles }),
-          onEvent: (event) => this.#services.events.snapshotter(tp, event),
-          logger: o.logger,
-        })
-        // Hashes ahead what the first snapshot would hash: off a hand-off's critical path.
-        void this.#snapshotter.prepare()
-        this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
-          ...schedule,
-          onSnapshot: (result) => this.#services.events.snapshot(tp, result),
-          onError: (error) => this.#snapshotFailed(error),
-        })
-        this.#scheduler.start()
-      }
-      this.#fetchFrom = fetchFrom
-      phase('ready')
+      })
+      this.#phase('ready')
       if (this.#state !== 'starting') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${this.topic}/${this.partition} was closed while it started`)
       this.#state = 'running'
       return {
         ...tp,
-        source,
-        ...(restored?.snapshot === undefined ? {} : { snapshot: restored.snapshot.id }),
+        source: reset ? 'reset' : started.source,
+        ...(started.snapshot === undefined ? {} : { snapshot: started.snapshot }),
         position: this.position,
-        fetchFrom,
-        epoch: this.#ownership.epoch,
-        bytesDownloaded: restored?.bytesDownloaded ?? 0,
+        fetchFrom: this.#fetchFrom,
+        epoch: started.epoch,
+        bytesDownloaded: started.bytesDownloaded,
         restoreMs: performance.now() - t0,
       }
     } catch (err) {
-      this.#failure ??= err
+      this.#startFailure = { error: err }
       this.#state = 'failed'
-      await this.#shutdown().catch(() => undefined)
+      await this.#life.shutdown().catch(() => undefined)
       throw err
     }
   }
@@ -345,7 +265,7 @@ export class PartitionTask<V> {
   }
 
   async #apply(messages: readonly KafkaMessage[]): Promise<bigint | undefined> {
-    const store = this.#store!
+    const store = this.#life.store!
     const { batchSize, handler, codec, onDecodeError } = this.#o
     const tp = { topic: this.topic, partition: this.partition }
     let position = this.position ?? -1n
@@ -353,7 +273,8 @@ export class PartitionTask<V> {
     let i = 0
     try {
       while (i < messages.length && this.#state === 'running') {
-        this.#checkOwnership()
+        const ready = this.#life.beforeCommit()
+        if (ready !== undefined) await ready
         if (this.#pauseWhileOutboxFull()) break
         const tx = store.transaction()
         const deadLetters: DeadLetter[] = []
@@ -445,14 +366,14 @@ export class PartitionTask<V> {
         for (const s of skipped) this.#services.events.skipped(tp, { ...s, action: 'skip' })
         for (const d of deadLetters) this.#services.events.skipped(tp, { offset: d.offset, error: d.error, action: 'dead-letter' })
         this.#services.events.commit(tp, { events, offset: end })
-        this.#scheduler?.noteCommit(events, bytes)
-        this.#outputs.committed(end)
+        this.#life.committed(events, bytes, end)
         if (halt !== undefined) throw halt
       }
       return last
     } catch (err) {
-      await this.#fail(err)
-      throw this.#failure
+      this.#life.fail(err)
+      await this.#life.shutdown().catch(() => undefined)
+      throw this.#life.failure!.error
     }
   }
 
@@ -482,7 +403,8 @@ export class PartitionTask<V> {
 
   /** The task stopped because another owner took its claim or fenced its snapshots. */
   get ownershipLost(): boolean {
-    return isTidemarkError(this.#failure, 'TIDEMARK_OWNERSHIP_LOST') || isTidemarkError(this.#failure, 'TIDEMARK_SNAPSHOT_FENCED')
+    const error = this.#life.failure?.error
+    return error instanceof TidemarkError && (error.code === 'TIDEMARK_OWNERSHIP_LOST' || error.code === 'TIDEMARK_SNAPSHOT_FENCED')
   }
 
   /**
@@ -492,38 +414,11 @@ export class PartitionTask<V> {
    * (the periodic check looks again).
    */
   async holdsClaim(): Promise<boolean> {
-    const ownership = this.#ownership
-    if (ownership === undefined || !ownership.claimed) return true
-    try {
-      await ownership.check()
-      return true
-    } catch (error) {
-      if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true
-      this.#lost = error
-      await this.#busy
-      await this.#fail(error)
-      return false
-    }
-  }
-
-  /**
-   * Looks at the claim at most once per OWNERSHIP_CHECK_MS, in the
-   * background; the batch after a check found the claim taken over fails
-   * with TIDEMARK_OWNERSHIP_LOST, which stops the partition.
-   */
-  #checkOwnership(): void {
-    if (this.#lost !== undefined) throw this.#lost
-    const ownership = this.#ownership
-    if (ownership === undefined || !ownership.claimed || this.#checking) return
-    const now = performance.now()
-    if (now - this.#checkedAt < OWNERSHIP_CHECK_MS) return
-    this.#checking = true
-    this.#checkedAt = now
-    ownership.check().then(() => undefined, (error: unknown) => {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lost = error
-    }).finally(() => {
-      this.#checking = false
-    })
+    if (await this.#life.holdsClaim()) return true
+    await this.#busy
+    this.#life.stopIfClaimLost()
+    await this.#life.shutdown().catch(() => undefined)
+    return false
   }
 
   /**
@@ -533,9 +428,9 @@ export class PartitionTask<V> {
    */
   async close(reason: 'revoked' | 'shutdown', options: { handoff: boolean }): Promise<PartitionClosed> {
     const t0 = performance.now()
-    const phase = this.#phases('close', t0)
+    this.#phase = this.#phases('close', t0)
     await this.#busy
-    phase('batch-done')
+    this.#phase('batch-done')
     const result: PartitionClosed = {
       topic: this.topic,
       partition: this.partition,
@@ -544,29 +439,22 @@ export class PartitionTask<V> {
       counts: { ...this.counts },
       handoffMs: 0,
     }
-    if (this.#state === 'running' && options.handoff && this.#scheduler !== undefined) {
+    if (this.#state === 'running' && options.handoff && this.#o.snapshots !== undefined) {
       this.#state = 'closing'
-      // A newer owner's claim: its snapshots fence ours, and it replays from its own.
-      const lost = this.#lost ?? await this.#ownership?.check().then(() => undefined, (error: unknown) => error)
-      phase('claim-checked')
-      const snapshot = lost !== undefined
-        ? Promise.resolve(isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' as const : 'failed' as const)
-        : this.#scheduler.trigger().then((r) => r ?? ('failed' as const))
-      let timer: NodeJS.Timeout | undefined
-      const timeout = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), this.#o.handoff.timeoutMs)
-      })
-      const outcome = await Promise.race([snapshot, timeout])
-      clearTimeout(timer)
-      phase('handoff-snapshot')
+      const outcome = await this.#life.handoff(this.#o.handoff.timeoutMs)
+      this.#phase('handoff-snapshot')
       result.handoffMs = performance.now() - t0
-      if (typeof outcome === 'string') result.handoffFailed = outcome
-      else result.handoff = outcome
+      if ('snapshot' in outcome) {
+        result.handoff = outcome.snapshot
+      } else {
+        result.handoffFailed = outcome.failed
+        if (outcome.error !== undefined) result.handoffError = asHandoffError(outcome.error, this)
+      }
     }
-    if (this.#state !== 'failed') this.#state = 'closing'
+    if (this.#state !== 'failed') this.#state = 'closed'
     // A hand-off snapshot past its timeout is still waited for here, in the
     // background: the store stays open until its checkpoint is done with it.
-    this.#closed ??= this.#shutdown(phase)
+    void this.#life.shutdown().catch(() => undefined)
     return result
   }
 
@@ -582,43 +470,10 @@ export class PartitionTask<V> {
 
   /** Settles when the store is closed, also after a close() that did not wait for its snapshot. */
   whenClosed(): Promise<void> {
-    return this.#closed?.catch(() => undefined) ?? Promise.resolve()
+    return this.#life.shuttingDown ? this.#life.shutdown().catch(() => undefined) : Promise.resolve()
   }
+}
 
-  async #fail(error: unknown): Promise<void> {
-    if (this.#state === 'failed') return
-    this.#failure ??= error
-    this.#state = 'failed'
-    this.#closed ??= this.#shutdown()
-    await this.#closed.catch(() => undefined)
-  }
-
-  #snapshotFailed(error: unknown): void {
-    // A store that failed in a snapshot's reopen cannot go on; an owner whose
-    // snapshots are fenced by a newer owner must not go on either.
-    const stops = isTidemarkError(error) && (
-      (error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) || error.code === 'TIDEMARK_SNAPSHOT_FENCED' || error.code === 'TIDEMARK_OWNERSHIP_LOST'
-    )
-    if (stops) {
-      this.#failure ??= error
-      this.#state = 'failed'
-      this.#closed ??= this.#shutdown()
-      return
-    }
-    this.#services.events.snapshotFailed({ topic: this.topic, partition: this.partition }, error)
-  }
-
-  async #shutdown(phase?: (step: string) => void): Promise<void> {
-    if (this.#state !== 'failed') this.#state = 'closed'
-    try {
-      await this.#scheduler?.stop()
-      await this.#snapshotter?.close()
-      await this.#outputs.close()
-      await this.#store?.close()
-      phase?.('store-closed')
-    } finally {
-      await this.#ownership?.release(this.#snapshotter?.lastCommitted)
-      phase?.('released')
-    }
-  }
+function asHandoffError(error: unknown, tp: TopicPartition): TidemarkError {
+  return error instanceof TidemarkError ? error : new TidemarkError('TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `the hand-off snapshot of ${tp.topic}/${tp.partition} failed`, { cause: error })
 }

@@ -9,6 +9,7 @@ import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import { AssignmentHandler } from './assignments.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
+import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 import { observeConsumerEvent } from './observe.js'
 import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
@@ -48,6 +49,8 @@ export interface StatefulConsumerEvents {
   restore: [TopicPartition & { event: RestoreEvent }]
   /** A partition's outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped (docs/outputs.md). */
   outputs: [TopicPartition & { event: OutputsEvent }]
+  /** A partition's claim: a failed release, the claim lost to another owner (docs/ownership.md). */
+  ownership: [TopicPartition & { event: OwnershipEvent }]
   /** kafkajs's consumer crashed (its error is the cause of a TIDEMARK_LOG_UNAVAILABLE); with restart it rejoins by itself. */
   crash: [{ error: TidemarkError; restart: boolean }]
 }
@@ -336,6 +339,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
         skipped: (tp, r) => this.emit('record-skipped', { ...at(tp), ...r, error: asTidemarkError(r.error, 'TIDEMARK_DECODE_FAILED', `record ${tp.topic}/${tp.partition}@${r.offset} did not decode`) }),
         truncated: (tp, info) => this.emit('truncated', { ...at(tp), ...info }),
         outputs: (tp, event) => this.emit('outputs', { ...at(tp), event }),
+        ownership: (tp, event) => this.emit('ownership', { ...at(tp), event }),
       },
     }
   }

@@ -1,11 +1,11 @@
 // A consumer-group assignee waits for the previous owner's release
-// (connectors/kafka/consumer/ownership.ts): onWait when it starts waiting (a
+// (src/ownership/assigned.ts): onWait when it starts waiting (a
 // prefetch starts there), onChange when the claim object changes, before
 // the attempt that takes it (the prefetch stops there, so its reads in
 // flight end during that attempt's requests).
 import { join } from 'node:path'
 import { afterEach, expect, it } from 'vitest'
-import { acquireOwnership } from '../../connectors/kafka/consumer/ownership.js'
+import { acquireAsAssignee } from '../helpers/acquire-assigned.js'
 import { acquireClaim, FsSnapshotStore } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
 
@@ -25,7 +25,7 @@ it('calls onWait once when the claim is held, onChange once when it is released,
   const previous = await acquireClaim({ store: dfs, job: 'job', partition: '0', leaseMs: null })
   const seen: string[] = []
   let released: Promise<boolean> | undefined
-  const ownership = await acquireOwnership({
+  const { claim: ownership } = await acquireAsAssignee({
     store: dfs, job: 'job', partition: '0', waitMs: 10_000,
     onWait: () => {
       seen.push('wait')
@@ -36,7 +36,6 @@ it('calls onWait once when the claim is held, onChange once when it is released,
   seen.push('claimed')
   expect(await released).toBe(true)
   expect(seen).toEqual(['wait', 'change', 'claimed'])
-  expect(ownership.claimed).toBe(true)
   expect(ownership.epoch).toBeGreaterThan(previous.epoch)
   await ownership.release()
 })
@@ -45,7 +44,7 @@ it('does not call onChange when the wait ends in a takeover by force (the claim 
   const dfs = store()
   const previous = await acquireClaim({ store: dfs, job: 'job', partition: '0', leaseMs: null })
   const seen: string[] = []
-  const ownership = await acquireOwnership({
+  const { claim: ownership } = await acquireAsAssignee({
     store: dfs, job: 'job', partition: '0', waitMs: 200,
     onWait: () => { seen.push('wait') },
     onChange: () => { seen.push('change') },

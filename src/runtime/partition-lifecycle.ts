@@ -1,0 +1,589 @@
+// Long file: the life of a partition is one state machine (claim, restore,
+// store, outputs, snapshots, failure, shutdown); split, its steps would
+// reach into each other's private state.
+import { existsSync } from 'node:fs'
+import { mkdir, rm } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { acquireClaim, type Claim, type ClaimTakeover } from '../ownership/claim.js'
+import { acquireAssigned } from '../ownership/assigned.js'
+import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
+import type { StateDefinition } from '../store/state.js'
+import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
+import { SnapshotLayout } from '../snapshot/layout.js'
+import { prefetchSnapshot, type Prefetch } from '../snapshot/prefetch.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
+import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
+import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
+import { errorFields, type Logger } from '../logging/logger.js'
+import type { PartitionOutputs } from '../outputs/partition-outputs.js'
+import { ProgressMeter, type Progress } from './progress.js'
+
+/**
+ * The settings of a partition's snapshots, as both runtimes take them
+ * (`snapshots` of PartitionProcessor and of StatefulConsumer).
+ */
+export interface LifecycleSnapshotSettings
+  extends Pick<SnapshotterOptions, 'retain' | 'graceMs' | 'maxAmplification' | 'maxChainLength' | 'uploadConcurrency' | 'maxObjectBytes' | 'gcEverySnapshots' | 'gcIntervalMs' | 'checkpoint'> {
+  /** Where snapshots go and come from; it also holds the partition's claim, so it must write conditionally. */
+  store: SnapshotStore
+  /** When to snapshot (time, events, bytes committed since the last one). */
+  schedule?: Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>
+}
+
+/**
+ * How the partition's claim is taken and kept (docs/ownership.md).
+ * - `lease`: a standalone owner. The claim is taken only when no live lease
+ *   holds it (or by force), and renewed on a timer; a batch commits only
+ *   while the lease holds.
+ * - `assigned`: an owner that a consumer group assigned the partition to.
+ *   The claim has no lease (the group's assignment decides); the previous
+ *   owner gets `waitMs` to release it after its hand-off snapshot, then it
+ *   is taken by force. A running owner looks at it before each batch, at
+ *   most once per CLAIM_CHECK_MS.
+ */
+export type ClaimPolicy =
+  | { kind: 'lease'; leaseMs: number; takeover: ClaimTakeover; owner?: string; clock: () => number }
+  | { kind: 'assigned'; waitMs: number; signal?: AbortSignal }
+
+/** What the lifecycle reports about the partition's claim. */
+export type OwnershipEvent =
+  /** A renewal failed with a store error; the next tick retries it, and no batch commits once the lease has run out without one succeeding. */
+  | { type: 'renew-failed'; error: TidemarkError; leaseUntil: number | null }
+  /** The claim was taken by another owner (or the snapshots were fenced by a newer epoch): the partition stops with this error. */
+  | { type: 'lost'; error: TidemarkError }
+  /** The claim could not be released (a store error); the next owner gets it once the lease runs out, or takes it by force. */
+  | { type: 'release-failed'; error: TidemarkError }
+
+/** Where each report of the lifecycle goes; every callback is called where its throw has nobody to go to, so it must not throw. */
+export interface LifecycleEvents {
+  progress?(progress: Progress): void
+  restore(event: RestoreEvent): void
+  snapshot(result: SnapshotResult): void
+  /** A snapshot failed and processing goes on (a failure that stops the partition goes to onFailure instead). */
+  snapshotFailed(error: TidemarkError): void
+  snapshotter(event: SnapshotterEvent): void
+  ownership(event: OwnershipEvent): void
+  /** Debug timings of a start's steps (claimed, prefetching, restored, opened, ready). */
+  phase?(step: string): void
+}
+
+export interface PartitionLifecycleOptions {
+  job: string
+  /** The partition's name in the snapshot store: its number for a standalone processor, `<topic>-<partition>` in a consumer group. */
+  key: number | string
+  /** Labels of the source partition, for messages and logs. */
+  topic: string
+  partition: number
+  /** The local partition store directory. */
+  path: string
+  states: readonly StateDefinition[]
+  store?: Omit<PartitionStoreOptions, 'path' | 'states'>
+  snapshots?: LifecycleSnapshotSettings
+  /** Required with snapshots. */
+  claim?: ClaimPolicy
+  /** Start from empty state when neither a local store nor a usable snapshot exists. */
+  allowEmpty: boolean
+  downloadConcurrency?: number
+  /** The partition's outbox and dedupe: attached to the store once it is open, closed before it. */
+  outputs: PartitionOutputs
+  logger: Logger
+  events: LifecycleEvents
+  /** Called once, when the partition stops on a failure (the first one). */
+  onFailure?(error: unknown): void
+}
+
+/** Where a start found its state. */
+export interface LifecycleStart {
+  source: 'local' | 'snapshot' | 'empty'
+  /** The snapshot restored (or compared with, for 'local'). */
+  snapshot?: string
+  /** Snapshots that could not be used, newest first, and why. */
+  skipped: SkippedSnapshot[]
+  bytesDownloaded: number
+  /** This owner's epoch: its claim's, above every earlier claim's and every snapshot that verifies (0 without snapshots). */
+  epoch: number
+}
+
+/** How often an assigned owner looks at its claim (one HEAD) while it processes. */
+const CLAIM_CHECK_MS = 1000
+
+/**
+ * Ranged reads at once of the prefetch a new assignee runs while it waits
+ * for the previous owner's release (a restore uses 6). The prefetch is
+ * speculative and shares the snapshot store with what is on the critical
+ * path: the old owner's hand-off upload, the claim requests that notice the
+ * release, and the ranges stop() must wait for. At 6 per partition the
+ * rebalance bench (REBALANCE_TRACE=1) saw the claim taken 200-320 ms after
+ * the release and stop() wait 100-530 ms; at 2, 100-150 ms and 35-60 ms.
+ */
+const PREFETCH_CONCURRENCY = 2
+
+/**
+ * Checked once, where each runtime validates its options: the partition's
+ * claim lives in the snapshot store, and a store that cannot write
+ * conditionally cannot hold it. Such a store is refused rather than run
+ * without a claim: two owners of one partition would then both commit
+ * snapshots, and only epoch order (not a claim) would tell them apart.
+ */
+export function checkClaimStore(store: SnapshotStore, field: string): void {
+  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
+    throw new RangeError(`${field} (${store.url}) cannot hold the partition's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap (conditional puts; a server that ignores them is opened with conditionalPut: false)`)
+  }
+}
+
+/**
+ * The life of one partition, the same for every runtime: take the claim,
+ * restore (the local store when it is intact and not behind the newest
+ * snapshot, else the newest usable snapshot, else empty), open the store,
+ * attach the outputs, snapshot on a schedule, stop on the first failure,
+ * and shut down (snapshots, outputs, store, then the claim's release).
+ * A runtime keeps only its source loop: it reads events, applies them
+ * through the store, calls beforeCommit() before and committed() after
+ * each batch, and reports failures through fail().
+ *
+ * One failure policy: the first failure stops the partition (it is logged
+ * once, scheduling stops, `stopped` aborts, onFailure is called). A lost
+ * claim, or snapshots fenced by a newer epoch, is a failure too; any other
+ * snapshot failure is reported and processing goes on, unless the store
+ * itself failed (its reopen after a checkpoint).
+ */
+export class PartitionLifecycle {
+  readonly #o: PartitionLifecycleOptions
+  readonly #layout: SnapshotLayout
+  #store: PartitionStore | undefined
+  #snapshotter: Snapshotter | undefined
+  #scheduler: SnapshotScheduler | undefined
+  #claim: Claim | undefined
+  #renewTimer: NodeJS.Timeout | undefined
+  #renewing = false
+  #checking = false
+  #checkedAt = performance.now()
+  /** A background check of an assigned claim found it taken. */
+  #lostFound: TidemarkError | undefined
+  #failure: { error: unknown } | undefined
+  /** The last snapshot failure that did not stop the partition: a failed hand-off carries it. */
+  #lastSnapshotError: TidemarkError | undefined
+  #shutdown: Promise<void> | undefined
+  /** Aborted when the partition stops on a failure, so that a source loop does not sleep through it. */
+  readonly #stopped = new AbortController()
+
+  constructor(options: PartitionLifecycleOptions) {
+    if (options.snapshots !== undefined && options.claim === undefined) throw new TypeError('a lifecycle with snapshots needs a claim policy')
+    this.#o = options
+    this.#layout = new SnapshotLayout(options.job, options.key)
+  }
+
+  /** The partition store; undefined before start() has opened it and after the shutdown began. */
+  get store(): PartitionStore | undefined {
+    return this.#store
+  }
+
+  get claim(): Claim | undefined {
+    return this.#claim
+  }
+
+  get snapshotter(): Snapshotter | undefined {
+    return this.#snapshotter
+  }
+
+  /** The error that stopped the partition (the first one), or undefined. */
+  get failure(): { error: unknown } | undefined {
+    return this.#failure
+  }
+
+  /** Aborted with the failure when the partition stops on one. */
+  get stopped(): AbortSignal {
+    return this.#stopped.signal
+  }
+
+  get shuttingDown(): boolean {
+    return this.#shutdown !== undefined
+  }
+
+  /**
+   * Takes the claim, restores, opens the store, then calls `prepare` (a
+   * runtime's own checks of where its source resumes, which may reset the
+   * store), attaches the outputs and starts the snapshots. A failure shuts
+   * down what was started and rejects.
+   */
+  async start(prepare?: () => Promise<void>): Promise<LifecycleStart> {
+    const o = this.#o
+    try {
+      let restored: RestoreResult | undefined
+      let skipped: SkippedSnapshot[] = []
+      let known: VerifiedManifests | undefined
+      if (o.snapshots !== undefined) {
+        const store = o.snapshots.store
+        // The claim comes first: nothing touches the partition store before
+        // it is held. Its epoch is above every snapshot that verifies, so
+        // this owner's snapshots fence every writer before it. The listing
+        // serves the restore and the first snapshot too, unless a snapshot
+        // committed after it (the previous owner's hand-off).
+        const listed = await listVerifiedManifests(store, this.#layout)
+        let prefetch: Prefetch | undefined
+        const current = await this.#acquire(store, listed, (p) => { prefetch = p }).catch(async (err: unknown) => {
+          await prefetch?.dispose()
+          throw err
+        })
+        o.events.phase?.('claimed')
+        if (current) known = listed
+        if (prefetch === undefined) await removeStalePrefetch(o.path)
+        const reuse = await prefetch?.stop()
+        if (reuse !== undefined) o.events.phase?.(`prefetched ${reuse.length} files`)
+        const meter = o.events.progress === undefined ? undefined : new ProgressMeter('restore', o.events.progress)
+        restored = await restoreSnapshot({
+          snapshotStore: store,
+          job: o.job,
+          partition: o.key,
+          target: o.path,
+          allowEmpty: o.allowEmpty,
+          ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
+          ...(meter === undefined ? {} : { onProgress: (p: { bytesDownloaded: number; bytesTotal: number }) => meter.update(p.bytesDownloaded, p.bytesTotal) }),
+          onEvent: (event) => o.events.restore(event),
+          logger: o.logger,
+          knownManifests: known,
+          ...(reuse === undefined ? {} : { reuse }),
+        }).finally(() => prefetch?.dispose())
+        meter?.finish()
+        skipped = this.#skipped(restored, listed)
+      } else {
+        await mkdir(dirname(o.path), { recursive: true })
+        await removeStalePrefetch(o.path)
+      }
+      o.events.phase?.('restored')
+      this.#store = await this.#open()
+      o.events.phase?.('opened')
+      await prepare?.()
+      // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
+      await o.outputs.attach(this.#store)
+      if (o.snapshots !== undefined) this.#startSnapshots(o.snapshots, known, restored)
+      // The claim was lost, or the store failed, while starting.
+      if (this.#failure !== undefined) throw this.#failure.error
+      if (this.#shutdown !== undefined) throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `partition ${o.topic}/${o.partition} was closed while it started`)
+      const position = this.#store.position(o.topic, o.partition)
+      return {
+        source: restored?.source ?? (position === undefined ? 'empty' : 'local'),
+        ...(restored?.snapshot === undefined ? {} : { snapshot: restored.snapshot.id }),
+        skipped,
+        bytesDownloaded: restored?.bytesDownloaded ?? 0,
+        epoch: this.#claim?.epoch ?? 0,
+      }
+    } catch (err) {
+      await this.shutdown().catch(() => undefined)
+      throw err
+    }
+  }
+
+  /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */
+  async resetStore(): Promise<PartitionStore> {
+    await this.#store?.close()
+    this.#store = undefined
+    await rm(this.#o.path, { recursive: true, force: true })
+    this.#store = await this.#open()
+    return this.#store
+  }
+
+  #open(): Promise<PartitionStore> {
+    const o = this.#o
+    return PartitionStore.open({ ...o.store, path: o.path, states: o.outputs.states(o.states) })
+  }
+
+  /** Resolves true when `listed` is current for the claim taken. */
+  async #acquire(store: SnapshotStore, listed: VerifiedManifests, onPrefetch: (p: Prefetch) => void): Promise<boolean> {
+    const o = this.#o
+    const policy = o.claim!
+    if (policy.kind === 'lease') {
+      // acquireClaim runs a race again that a force lost to the replaced holder's own renewal.
+      const claim = await acquireClaim({
+        store, job: o.job, partition: o.key, minEpoch: listed.newestEpoch, leaseMs: policy.leaseMs, takeover: policy.takeover, clock: policy.clock,
+        ...(policy.owner === undefined ? {} : { owner: policy.owner }),
+      })
+      this.#claim = claim
+      this.#startRenewing(claim)
+      // A previous owner that released the claim after that listing may
+      // have committed a snapshot it lacks (its last one, recorded in the
+      // claim it released): then the restore lists again.
+      return claim.listingIsCurrent(listed.refs)
+    }
+    let prefetch: Prefetch | undefined
+    const { claim, listingIsCurrent } = await acquireAssigned({
+      store, job: o.job, partition: o.key, listed, waitMs: policy.waitMs,
+      ...(policy.signal === undefined ? {} : { signal: policy.signal }),
+      // While the previous owner takes its hand-off snapshot, the newest
+      // snapshot's files are downloaded: the hand-off is incremental, so
+      // the restore is then left with the files it added. Not when a local
+      // store is there: the restore may use it as it is.
+      onWait: () => {
+        const newest = listed.valid[0]?.manifest
+        if (newest === undefined || existsSync(o.path)) return
+        o.events.phase?.('prefetching')
+        prefetch = prefetchSnapshot({
+          snapshotStore: store, job: o.job, partition: o.key, manifest: newest, dir: `${o.path}.prefetch`,
+          downloadConcurrency: Math.min(PREFETCH_CONCURRENCY, o.downloadConcurrency ?? PREFETCH_CONCURRENCY),
+        })
+        onPrefetch(prefetch)
+      },
+      // The claim changed, most likely released: the reads in flight end
+      // while the claim is taken (a GET and a conditional PUT), not after.
+      onChange: () => { void prefetch?.stop() },
+    })
+    this.#claim = claim
+    return listingIsCurrent
+  }
+
+  #startSnapshots(settings: LifecycleSnapshotSettings, known: VerifiedManifests | undefined, restored: RestoreResult | undefined): void {
+    const o = this.#o
+    const { store, schedule, ...rest } = settings
+    const claim = this.#claim!
+    this.#snapshotter = new Snapshotter({
+      ...pickSnapshotterOptions(rest),
+      snapshotStore: store,
+      partitionStore: this.#store!,
+      job: o.job,
+      partition: o.key,
+      epoch: claim.epoch,
+      onEvent: (event) => o.events.snapshotter(event),
+      logger: o.logger,
+      // One HEAD right before the manifest: a snapshot of an owner that
+      // lost the claim does not commit (epoch order covers the rest).
+      beforeCommit: () => claim.check(),
+      ...(known === undefined ? {} : { knownManifests: known }),
+      // Its first snapshot (a hand-off, often) then hashes only what is new.
+      ...(restored?.verifiedFiles === undefined ? {} : { verifiedFiles: restored.verifiedFiles }),
+    })
+    // Hashes ahead what the first snapshot would hash: off a hand-off's critical path.
+    void this.#snapshotter.prepare()
+    this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
+      ...schedule,
+      onSnapshot: (result) => o.events.snapshot(result),
+      onError: (error) => this.snapshotFailed(error),
+    })
+    this.#scheduler.start()
+  }
+
+  /**
+   * The restore's skipped snapshots and the manifests that do not verify
+   * and that the restore did not try (reported here), newest first.
+   */
+  #skipped(restored: RestoreResult, listed: VerifiedManifests): SkippedSnapshot[] {
+    const reported = new Set(restored.skipped.map((s) => s.key))
+    const unreported: SkippedSnapshot[] = listed.invalid
+      .filter((m) => !reported.has(m.ref.key))
+      .map((m) => ({ id: m.ref.id, key: m.ref.key, reason: m.reason, message: m.message }))
+    for (const skipped of unreported) this.#o.events.restore({ type: 'snapshot-skipped', skipped })
+    // Keys hold the zero-padded (epoch, sequence): descending keys are newest first.
+    return [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
+  }
+
+  #startRenewing(claim: Claim): void {
+    this.#renewTimer = setInterval(() => void this.#renew(claim), claim.renewIntervalMs)
+    // The lease must not keep a process alive that has nothing else to do.
+    this.#renewTimer.unref()
+  }
+
+  async #renew(claim: Claim): Promise<void> {
+    // A slow store must not pile up renewals; the next tick tries again.
+    if (this.#renewing || claim.state !== 'held') return
+    this.#renewing = true
+    try {
+      await claim.renew()
+    } catch (error) {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
+      else this.#o.events.ownership({ type: 'renew-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'renewing the claim failed', { retriable: true }), leaseUntil: claim.leaseUntil })
+    } finally {
+      this.#renewing = false
+    }
+  }
+
+  /**
+   * Before each batch commit: nothing more is committed once the partition
+   * stopped (the claim lost). With a lease, nothing once it has run out by
+   * this host's clock without a renewal: then another owner may hold the
+   * partition, and only a renewal that succeeds now proves it does not.
+   * An assigned claim is looked at in the background, at most once per
+   * CLAIM_CHECK_MS; the batch after a look found it taken fails.
+   */
+  beforeCommit(): Promise<void> | undefined {
+    if (this.#failure !== undefined) throw this.#failure.error
+    if (this.#lostFound !== undefined) {
+      this.lost(this.#lostFound)
+      throw this.#lostFound
+    }
+    const claim = this.#claim
+    if (claim === undefined) return undefined
+    const policy = this.#o.claim!
+    if (policy.kind === 'assigned') {
+      this.#checkInBackground(claim)
+      return undefined
+    }
+    if (claim.leaseUntil === null || policy.clock() < claim.leaseUntil) return undefined
+    return claim.renew().catch((error: unknown) => {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
+      throw error
+    })
+  }
+
+  #checkInBackground(claim: Claim): void {
+    const now = performance.now()
+    if (this.#checking || now - this.#checkedAt < CLAIM_CHECK_MS) return
+    this.#checking = true
+    this.#checkedAt = now
+    claim.check().then(() => undefined, (error: unknown) => {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lostFound = error
+    }).finally(() => {
+      this.#checking = false
+    })
+  }
+
+  /**
+   * Looks at the claim now (one HEAD): false when another owner took it
+   * (the partition then stops with TIDEMARK_OWNERSHIP_LOST); true while
+   * this owner holds it, without a claim, or when the store cannot tell now.
+   */
+  async holdsClaim(): Promise<boolean> {
+    const claim = this.#claim
+    if (claim === undefined || this.#failure !== undefined) return this.#failure === undefined
+    try {
+      await claim.check()
+      return true
+    } catch (error) {
+      if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true
+      this.#lostFound = error
+      return false
+    }
+  }
+
+  /** Stops the partition when a look at the claim found it taken (after the batch in flight settled). */
+  stopIfClaimLost(): void {
+    if (this.#lostFound !== undefined) this.lost(this.#lostFound)
+  }
+
+  /** After each batch commit. */
+  committed(events: number, bytes: number, offset: bigint): void {
+    this.#scheduler?.noteCommit(events, bytes)
+    this.#o.outputs.committed(offset)
+  }
+
+  /** A snapshot of everything committed now (after one in flight); undefined without snapshots or when it failed. */
+  snapshot(): Promise<SnapshotResult | undefined> {
+    return this.#scheduler?.trigger() ?? Promise.resolve(undefined)
+  }
+
+  /**
+   * A hand-off snapshot within `timeoutMs` (it goes on in the background
+   * past it; the shutdown waits for it). `lost` when another owner holds
+   * the claim: its snapshots fence ours, and it replays from its own.
+   */
+  async handoff(timeoutMs: number): Promise<{ snapshot: SnapshotResult } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
+    if (this.#scheduler === undefined) return { failed: 'failed' }
+    const lost = this.#lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
+    if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
+    this.#lastSnapshotError = undefined
+    const snapshot = this.#scheduler.trigger()
+      .then((r) => r === undefined ? { failed: 'failed' as const, error: this.#failure?.error ?? this.#lastSnapshotError } : { snapshot: r })
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<{ failed: 'timeout' }>((resolve) => {
+      timer = setTimeout(() => resolve({ failed: 'timeout' }), timeoutMs)
+    })
+    try {
+      return await Promise.race([snapshot, timeout])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** The claim is gone: the partition stops within the batch in flight. */
+  lost(error: unknown): void {
+    if (this.#failure !== undefined) return
+    this.#o.events.ownership({ type: 'lost', error: asTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST', 'the claim was lost') })
+    this.fail(error)
+  }
+
+  /**
+   * Only the first failure stops the partition and is reported: after the
+   * store failed (a commit, the reopen after a checkpoint), other calls of
+   * it fail too, and those errors say nothing new.
+   */
+  fail(error: unknown): void {
+    if (this.#failure !== undefined) return
+    this.#failure = { error }
+    const o = this.#o
+    o.logger.error({ job: o.job, topic: o.topic, partition: o.partition, ...errorFields(error) }, 'partition stopped')
+    // No new snapshot of a failed partition; one in flight finishes (and
+    // does not commit once the claim is lost: its check fails).
+    void this.#scheduler?.stop()
+    this.#stopped.abort(error)
+    o.onFailure?.(error)
+  }
+
+  /** The one verdict on a failed snapshot. */
+  snapshotFailed(error: unknown): void {
+    if (this.#failure !== undefined) return
+    // Another owner holds the partition: its claim, or snapshots of a newer
+    // epoch. That is no snapshot failure to retry but the end of this owner.
+    if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST') || isTidemarkError(error, 'TIDEMARK_SNAPSHOT_FENCED')) {
+      this.lost(error)
+      return
+    }
+    // The partition store itself failed (its reopen after the checkpoint):
+    // processing cannot go on, so the partition stops with this error.
+    if (isTidemarkError(error) && error.code.startsWith('TIDEMARK_STORE_') && !error.retriable) {
+      this.fail(error)
+      return
+    }
+    this.#lastSnapshotError = asTidemarkError(error, 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `snapshot of ${this.#o.topic}/${this.#o.partition} failed`, { retriable: false })
+    this.#o.events.snapshotFailed(this.#lastSnapshotError)
+  }
+
+  /**
+   * Stops scheduling, waits for a snapshot in flight, closes the outputs and
+   * the store, and releases the claim (last, once nothing of this owner can
+   * write any more; a claim that was lost is not released). Idempotent.
+   */
+  shutdown(): Promise<void> {
+    this.#shutdown ??= this.#close()
+    return this.#shutdown
+  }
+
+  async #close(): Promise<void> {
+    if (this.#renewTimer !== undefined) clearInterval(this.#renewTimer)
+    this.#renewTimer = undefined
+    try {
+      await this.#scheduler?.stop()
+      await this.#snapshotter?.close()
+      await this.#o.outputs.close()
+      await this.#store?.close()
+      this.#o.events.phase?.('store-closed')
+    } finally {
+      await this.#release()
+      this.#o.events.phase?.('released')
+    }
+  }
+
+  async #release(): Promise<void> {
+    try {
+      const lastSnapshot = this.#snapshotter?.lastCommitted
+      await this.#claim?.release(lastSnapshot === undefined ? {} : { lastSnapshot })
+    } catch (error) {
+      // The lease runs out on its own, or the next assignee takes the claim by force.
+      this.#o.events.ownership({ type: 'release-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'releasing the claim failed', { retriable: true }) })
+    }
+  }
+}
+
+/**
+ * A prefetch directory that no prefetch of ours uses is a killed process's:
+ * removed once the partition is ours (it holds up to a whole snapshot, and
+ * nothing else would ever remove it).
+ */
+async function removeStalePrefetch(path: string): Promise<void> {
+  await rm(`${path}.prefetch`, { recursive: true, force: true })
+}
+
+/** Only the Snapshotter's own options pass (the processor's settings also hold onClose). */
+function pickSnapshotterOptions(settings: Omit<LifecycleSnapshotSettings, 'store' | 'schedule'> & { onClose?: unknown }): Omit<LifecycleSnapshotSettings, 'store' | 'schedule'> {
+  const { onClose: _onClose, ...rest } = settings
+  return rest
+}
