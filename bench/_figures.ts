@@ -1,9 +1,9 @@
-// Where a benchmark leaves its result line for the README scripts
+// Where a benchmark leaves its result line for the scripts that write docs/benchmarks.md
 // (scripts/readme-consumer-bench.ts), so that no figure is typed by hand.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-/** The directory of the last results: BENCH_FIGURES_DIR, or bench/results, which is committed: the README's tables are regenerated from it. */
+/** The directory of the last results: BENCH_FIGURES_DIR, or bench/results, which is committed: the tables of docs/ are regenerated from it. */
 export function figuresDir(): string {
   return process.env.BENCH_FIGURES_DIR ?? join(import.meta.dirname, 'results')
 }

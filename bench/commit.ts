@@ -114,7 +114,7 @@ export async function run(args: string[]): Promise<void> {
     ...pairedRatio(pairs.ratios),
   }
   emit(result)
-  // The README's figure (scripts that regenerate it read bench/results); the --metrics mode is a diagnosis, not saved.
+  // The figure of docs/benchmarks.md (scripts that regenerate it read bench/results); the --metrics mode is a diagnosis, not saved.
   saveFigures('commit', args, result)
 }
 

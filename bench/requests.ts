@@ -13,7 +13,7 @@
  * Prints one JSON line and saves it with the other benches' figures
  * (bench/results/requests.json, committed; TIDEMARK_REQUESTS_FILE writes a
  * copy elsewhere too); `npm run readme:cost` (scripts/readme-cost.ts)
- * turns it into the README's "What it costs at scale".
+ * turns it into docs/cost.md.
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -143,7 +143,7 @@ export async function run(args: string[]): Promise<void> {
       node: process.version,
     }
     emit(line)
-    // For `npm run readme:cost` (the README's cost table) and `npm run
+    // For `npm run readme:cost` (docs/cost.md) and `npm run
     // readme:bench` (the bench table), like every bench's figures: in
     // bench/results, which is committed, so that a fresh clone regenerates
     // the same tables (this line used to go to an ignored file only).

@@ -270,6 +270,6 @@ async function fileAppends(root: string, appends: number, rounds: number, loadAt
     ...prefixed('groupRatio4ProcessesRelay', pairedRatio(ratios.group4ProcessesRelay)),
   }
   emit(result)
-  // The README's row (npm run readme:bench): the append figures, which the targets are about.
+  // The row of docs/benchmarks.md (npm run readme:bench): the append figures, which its targets are about.
   saveFigures('sync', process.argv.slice(3), result)
 }

@@ -1,13 +1,13 @@
 // Rewrites the block between <!-- bench:start --> and <!-- bench:end --> in
-// README.md from the result lines that the benches saved with saveFigures
+// docs/benchmarks.md from the result lines that the benches saved with saveFigures
 // (bench/_figures.ts: bench/results/NAME.json, or BENCH_FIGURES_DIR), so
-// that no figure in the README is typed by hand: one row per bench with its
+// that no figure in the docs is typed by hand: one row per bench with its
 // figures, each target met or **missed** as computed here from those figures,
 // and the command, date, Node version and load average that produced them. A
 // bench without a figure file is "not measured"; nothing is filled in.
 //
 //   npm run bench -- commit && npm run bench -- restore && … && npm run readme:bench
-//   npm run readme:bench -- [--figures DIR] [--readme FILE] [--requests FILE]
+//   npm run readme:bench -- [--figures DIR] [--doc FILE] [--requests FILE]
 //
 // The requests bench's line is bench/results/requests.json like the others;
 // --requests or TIDEMARK_REQUESTS_FILE names another file to read it from.
@@ -24,7 +24,7 @@ export type Figures = Record<string, unknown>
 
 /**
  * A target of an issue, checked against a figure (or a figure divided by
- * another: `per`). The one place where the README's targets are written.
+ * another: `per`). The one place where the benchmarks' targets are written.
  */
 export interface Target {
   field: string
@@ -183,7 +183,7 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'sync',
-    what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [docs/sync.md](docs/sync.md#benchmark))',
+    what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [sync.md](sync.md#benchmark))',
     figures: (f) => clauses([
       phrase(f, ['perSecond1', 'rawPerSecond'], (a, b) => `1 writer ${int(a)} appends/s vs raw ${int(b)}/s`),
       ratio(f, 'appendRatio1'),
@@ -219,7 +219,7 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'requests',
-    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [What it costs at scale](#what-it-costs-at-scale))',
+    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [cost.md](cost.md))',
     figures: (f) => clauses([
       phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
@@ -296,7 +296,7 @@ export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>): 
   })
   return [
     START,
-    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/`; targets from the issues named in the script, met or **missed** as computed from these figures.',
+    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/`; targets set in the script, met or **missed** as computed from these figures.',
     '',
     '| bench | what | figures | target | measured |',
     '| --- | --- | --- | --- | --- |',
@@ -345,27 +345,27 @@ function readJson(file: string): Figures | undefined {
   return f as Figures
 }
 
-/** `readme` with its bench block replaced; throws when the markers are missing, repeated or out of order. */
-export function replaceBenchBlock(readme: string, block: string): string {
-  const i = readme.indexOf(START)
-  const j = readme.indexOf(END)
-  if (i === -1 || j === -1 || j < i || readme.indexOf(START, i + 1) !== -1 || readme.indexOf(END, j + 1) !== -1) {
-    throw new Error(`the README needs exactly one ${START} … ${END} block (in that order) for the bench table`)
+/** `doc` with its bench block replaced; throws when the markers are missing, repeated or out of order. */
+export function replaceBenchBlock(doc: string, block: string): string {
+  const i = doc.indexOf(START)
+  const j = doc.indexOf(END)
+  if (i === -1 || j === -1 || j < i || doc.indexOf(START, i + 1) !== -1 || doc.indexOf(END, j + 1) !== -1) {
+    throw new Error(`the page needs exactly one ${START} … ${END} block (in that order) for the bench table`)
   }
-  return readme.slice(0, i) + block + readme.slice(j + END.length)
+  return doc.slice(0, i) + block + doc.slice(j + END.length)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ args: process.argv.slice(2), options: { figures: { type: 'string' }, readme: { type: 'string' }, requests: { type: 'string' } }, strict: true })
+  const { values } = parseArgs({ args: process.argv.slice(2), options: { figures: { type: 'string' }, doc: { type: 'string' }, requests: { type: 'string' } }, strict: true })
   const dir = values.figures ?? process.env.BENCH_FIGURES_DIR ?? join(ROOT, 'bench', 'results')
-  const readmePath = values.readme ?? join(ROOT, 'README.md')
+  const docPath = values.doc ?? join(ROOT, 'docs', 'benchmarks.md')
   // Another copy of the requests bench's line, read when bench/results has none.
   const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE
   try {
     const figures = readFigures(dir, requests === undefined ? {} : { requests })
-    writeFileSync(readmePath, replaceBenchBlock(readFileSync(readmePath, 'utf8'), renderBenchBlock(figures)))
+    writeFileSync(docPath, replaceBenchBlock(readFileSync(docPath, 'utf8'), renderBenchBlock(figures)))
     const missing = ROWS.map((r) => r.name).filter((n) => !figures.has(n))
-    console.log(`${readmePath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)
+    console.log(`${docPath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)
   } catch (err) {
     console.error(`readme:bench: ${(err as Error).message}`)
     process.exit(2)

@@ -1,14 +1,14 @@
 // Rewrites the block between <!-- consumer-bench:start --> and
-// <!-- consumer-bench:end --> in README.md from the result lines that the
+// <!-- consumer-bench:end --> in docs/benchmarks.md from the result lines that the
 // last `npm run bench -- rebalance` and `npm run bench -- idle` saved
 // (bench/results/{rebalance,idle}.json, or BENCH_FIGURES_DIR; or the
-// files given as arguments), so that no figure in the README is typed by hand.
+// files given as arguments), so that no figure in the docs is typed by hand.
 //
 //   npm run bench -- rebalance && npm run bench -- idle && npm run readme:consumer-bench
 import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { writeReadmeBlock } from './readme-block.js'
+import { writeDocBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 const START = '<!-- consumer-bench:start -->'
@@ -86,4 +86,4 @@ const block = [
   END,
 ].join('\n')
 
-writeReadmeBlock(START, END, block, `consumer-group bench figures from ${files.join(', ')}`)
+writeDocBlock('docs/benchmarks.md', START, END, block, `consumer-group bench figures from ${files.join(', ')}`)

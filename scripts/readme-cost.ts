@@ -1,14 +1,14 @@
 // Rewrites the block between <!-- cost:start --> and <!-- cost:end --> in
-// README.md from the request counts of the last `npm run bench -- requests`
+// docs/cost.md from the request counts of the last `npm run bench -- requests`
 // (bench/results/requests.json, or the path given as the first argument or in
 // TIDEMARK_REQUESTS_FILE) and the published prices below, so that no figure
-// in the README is typed by hand.
+// in the docs is typed by hand.
 //
 //   npm run bench -- requests && npm run readme:cost
 import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { writeReadmeBlock } from './readme-block.js'
+import { writeDocBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 const START = '<!-- cost:start -->'
@@ -113,4 +113,4 @@ const block = [
   END,
 ].join('\n')
 
-writeReadmeBlock(START, END, block, `cost table written from ${file}`)
+writeDocBlock('docs/cost.md', START, END, block, `cost table written from ${file}`)

@@ -1,14 +1,14 @@
 // Rewrites the block between <!-- reliability:start --> and
-// <!-- reliability:end --> in README.md from the figures that the last
+// <!-- reliability:end --> in docs/reliability.md from the figures that the last
 // `npm run test:torture` wrote (test/torture/.last-figures.json, or the path
 // given as the first argument or in TORTURE_FIGURES_FILE), so that no figure
-// in the README is typed by hand.
+// in the docs is typed by hand.
 //
 //   npm run test:torture && npm run readme:reliability
 import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { writeReadmeBlock } from './readme-block.js'
+import { writeDocBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 const START = '<!-- reliability:start -->'
@@ -63,4 +63,4 @@ const block = [
   END,
 ].join('\n')
 
-writeReadmeBlock(START, END, block, `reliability figures from ${file}`)
+writeDocBlock('docs/reliability.md', START, END, block, `reliability figures from ${file}`)

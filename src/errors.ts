@@ -5,7 +5,7 @@
  * RangeError instead, because retrying them can never help.
  *
  * Each code is listed here once, with whether a retry of the same call can
- * succeed, and in the README's error table; test/errors.test.ts keeps the two
+ * succeed, and in the error table of docs/errors.md; test/errors.test.ts keeps the two
  * in step and checks that a test reaches every code.
  */
 export const ERROR_CODES = {

@@ -6,10 +6,10 @@ import { ERROR_CODES, TidemarkError, type ErrorCode } from '../src/index.js'
 const root = join(import.meta.dirname, '..')
 const codes = Object.keys(ERROR_CODES) as ErrorCode[]
 
-function readmeTable(): Map<string, string> {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8')
-  const table = readme.split('<!-- errors:start -->')[1]?.split('<!-- errors:end -->')[0]
-  if (table === undefined) throw new Error('README.md has no <!-- errors:start --> ... <!-- errors:end --> table')
+function docsTable(): Map<string, string> {
+  const page = readFileSync(join(root, 'docs', 'errors.md'), 'utf8')
+  const table = page.split('<!-- errors:start -->')[1]?.split('<!-- errors:end -->')[0]
+  if (table === undefined) throw new Error('docs/errors.md has no <!-- errors:start --> ... <!-- errors:end --> table')
   const rows = new Map<string, string>()
   for (const line of table.split('\n')) {
     const m = /^\| `(TIDEMARK_[A-Z0-9_]+)` \| (yes|no) \|/.exec(line)
@@ -34,8 +34,8 @@ describe('error codes', () => {
     }
   })
 
-  it('the README table lists exactly the codes, with the same retriable flag', () => {
-    const rows = readmeTable()
+  it('the table of docs/errors.md lists exactly the codes, with the same retriable flag', () => {
+    const rows = docsTable()
     expect([...rows.keys()].sort()).toEqual([...codes].sort())
     for (const code of codes) expect(rows.get(code)).toBe(ERROR_CODES[code].retriable ? 'yes' : 'no')
   })

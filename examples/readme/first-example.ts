@@ -1,20 +1,21 @@
-// The README's "A first example", compiled and run against the packed
-// package by test/package/pack.package.ts; the part between the region markers
-// is the README's code block, character for character
+// The README's PartitionStore example, a complete program: compiled under
+// strict and run against the packed package by test/package/pack.package.ts.
+// The part between the region markers is the README's code block, character
+// for character, and nothing but comments lies outside it
 // (test/package/readme-examples.test.ts).
-
-interface Order { offset: bigint; user: string; id: string; amount: number }
-
-/** Stands in for "your consumer": two batches of orders from offset `from` on. */
-function* batchesFrom(from: bigint): Generator<Order[]> {
-  const orders: Order[] = Array.from({ length: 150 }, (_, i) => ({ offset: BigInt(i), user: i % 3 === 0 ? 'alice' : 'bob', id: `o-${String(i).padStart(3, '0')}`, amount: i }))
-  const rest = orders.filter((o) => o.offset >= from)
-  yield rest.slice(0, 100)
-  yield rest.slice(100)
-}
 
 // #region readme
 import { PartitionStore, valueState, mapState } from 'tidemark'
+
+interface Order { offset: bigint; user: string; id: string; amount: number }
+
+// Stands in for your consumer: the orders from offset `from` on, in two batches.
+function* batchesFrom(from: bigint): Generator<Order[]> {
+  const all = Array.from({ length: 150 }, (_, i): Order => ({ offset: BigInt(i), user: i % 3 === 0 ? 'alice' : 'bob', id: `o-${String(i).padStart(3, '0')}`, amount: i }))
+  const rest = all.filter((o) => o.offset >= from)
+  yield rest.slice(0, 100)
+  yield rest.slice(100)
+}
 
 const totals = valueState<number>('totals')                // key -> value
 const orders = mapState<{ amount: number }>('orders')      // key -> sub-key -> value
@@ -24,7 +25,7 @@ const store = await PartitionStore.open({ path: './state/orders-0', states: [tot
 // Resume after the last committed event of this source partition.
 const from = (store.position('orders', 0) ?? -1n) + 1n
 
-for (const batch of batchesFrom(from)) {                    // your consumer
+for (const batch of batchesFrom(from)) {
   const last = batch.at(-1)
   if (last === undefined) continue                          // an empty poll
   const tx = store.transaction()

@@ -1,16 +1,9 @@
-// The README's partition-processor example, run against the packed package
-// by test/package/pack.package.ts (it stops on SIGTERM); the part between the
-// region markers is the README's code block, character for character
+// The README's PartitionProcessor example, a complete program: compiled under
+// strict and run against the packed package by test/package/pack.package.ts
+// (which appends 1000 sales to data/sales-log first, and stops it with
+// SIGTERM). The part between the region markers is the README's code block,
+// character for character, and nothing but comments lies outside it
 // (test/package/readme-examples.test.ts).
-import { resolve as absolute } from 'node:path'
-import { openFileLog as openLogToFill } from 'tidemark'
-
-// Stands in for the producer: 1000 sales in the log, once.
-const seed = await openLogToFill(absolute('data/sales-log'))
-if (await seed.tail() === 0n) {
-  for (let i = 0; i < 1000; i++) await seed.append(Buffer.from(JSON.stringify({ key: `shop-${i % 7}`, amount: i % 100 })))
-}
-await seed.close()
 
 // #region readme
 import { resolve } from 'node:path'

@@ -3,7 +3,7 @@
  * fresh apps, one without and one with the optional peers
  * (@aws-sdk/client-s3, kafkajs, at the versions package.json tests), measures
  * each app's node_modules, prints one JSON line and writes the figures into
- * README.md between <!-- package-size:start --> and <!-- package-size:end -->.
+ * docs/benchmarks.md between <!-- package-size:start --> and <!-- package-size:end -->.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -35,11 +35,11 @@ try {
     `with ${peers.map((p) => `\`${p}\``).join(' and ')} ${mb(withPeers.bytes)} (${withPeers.packages} packages).`,
     '<!-- package-size:end -->',
   ].join('\n')
-  const readmePath = join(root, 'README.md')
-  const readme = await readFile(readmePath, 'utf8')
-  const updated = readme.replace(/<!-- package-size:start -->[\s\S]*?<!-- package-size:end -->/, block)
-  if (updated === readme && !readme.includes(block)) throw new Error('README.md has no <!-- package-size:start --> ... <!-- package-size:end --> markers')
-  await writeFile(readmePath, updated)
+  const docPath = join(root, 'docs', 'benchmarks.md')
+  const doc = await readFile(docPath, 'utf8')
+  const updated = doc.replace(/<!-- package-size:start -->[\s\S]*?<!-- package-size:end -->/, block)
+  if (updated === doc && !doc.includes(block)) throw new Error('docs/benchmarks.md has no <!-- package-size:start --> ... <!-- package-size:end --> markers')
+  await writeFile(docPath, updated)
 } finally {
   await rm(work, { recursive: true, force: true })
 }

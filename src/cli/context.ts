@@ -21,7 +21,7 @@ export interface CliIO {
 /** A mistake in the command line: exit 2, with the command's usage. Only the CLI's own argument handling raises it. */
 export class UsageError extends Error {}
 
-/** Exit codes: documented in the README and in `tidemark --help`. */
+/** Exit codes: documented in docs/cli.md and in `tidemark --help`. */
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 })
 
 /** One command or group of subcommands; its one-line summary is in the registry, so that `tidemark --help` loads no command. */

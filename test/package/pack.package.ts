@@ -7,12 +7,15 @@
  * examples/readme/, which test/package/readme-examples.test.ts keeps equal to
  * the README's blocks), runs them as ES modules and through require(), and
  * runs the `tidemark` command against the store the processor example made.
+ * Last, it installs kafkajs into the app and compiles and runs the consumer
+ * example against librdkafka's Kafka mock (kcat, as `npm test` uses).
  */
-import { execFile, spawn } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { cp, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
+import { Kafka, logLevel } from 'kafkajs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { devVersion, installApp, pack, root, tarballFiles } from '../../scripts/package/pack.js'
 import { makeTempDir, type TempDir } from '../helpers/tmp.js'
@@ -48,7 +51,10 @@ beforeAll(async () => {
       strict: true, noUncheckedIndexedAccess: true, skipLibCheck: false, rootDir: 'src', outDir: 'out',
     },
     include: ['src'],
+    // Needs kafkajs, which the app gets only for the last test (tsconfig.kafka.json).
+    exclude: ['src/consumer.ts'],
   }, null, 2))
+  await writeFile(join(app, 'tsconfig.kafka.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/consumer.ts'], exclude: [] }, null, 2))
 }, 600_000)
 
 afterAll(() => work?.cleanup())
@@ -105,6 +111,15 @@ describe('the packed package', () => {
   })
 
   it('runs the processor example until SIGTERM, which closes it (exit 0) with a last snapshot', async () => {
+    // The producer's part: 1000 sales in the log the example reads.
+    const seeded = await inApp(process.execPath, ['--input-type=module', '-e', `
+      import { resolve } from 'node:path'
+      import { openFileLog } from 'tidemark'
+      const log = await openFileLog(resolve('data/sales-log'))
+      for (let i = 0; i < 1000; i++) await log.append(Buffer.from(JSON.stringify({ key: 'shop-' + (i % 7), amount: i % 100 })))
+      await log.close()
+    `])
+    expect(seeded).toMatchObject({ code: 0, stderr: '' })
     const child = spawn(process.execPath, [join(out, 'processor.js')], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
@@ -148,5 +163,54 @@ describe('the packed package', () => {
     expect(cli.code).toBe(1)
     expect(cli.stderr).toContain('TIDEMARK_DFS_CLIENT_MISSING')
     expect(cli.stderr).toContain('npm install @aws-sdk/client-s3')
+  })
+
+  it('compiles the consumer example with kafkajs installed, and runs it on the Kafka mock until SIGTERM, which hands off and exits 0', async () => {
+    const install = await inApp('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', `kafkajs@${await devVersion('kafkajs')}`])
+    expect(install.code).toBe(0)
+    const compiled = await inApp(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.kafka.json'])
+    expect(compiled).toMatchObject({ code: 0, stdout: '' })
+
+    const mock = await run('bash', [join(root, 'scripts', 'services', 'kafka-mock.sh'), 'start'], { env: { ...process.env, TIDEMARK_WATCH_PID: String(process.pid) } })
+    const brokers = /brokers=(\S+)/.exec(mock.stdout)![1]!
+    const mockDir = /dir=(\S+)/.exec(mock.stdout)![1]!
+    let child: ChildProcess | undefined
+    try {
+      // 12 words over the 4 partitions of the topic the example reads: offsets 0, 1, 2 in each.
+      const words = ['tide', 'mark', 'tide', 'sea', 'tide', 'mark', 'moon', 'sea', 'tide', 'wave', 'mark', 'tide']
+      const producer = new Kafka({ brokers: brokers.split(','), logLevel: logLevel.NOTHING }).producer()
+      await producer.connect()
+      await producer.send({ topic: 'words', messages: words.map((word, i) => ({ partition: i % 4, value: JSON.stringify({ word }) })) })
+      await producer.disconnect()
+
+      child = spawn(process.execPath, [join(out, 'consumer.js')], { cwd: app, env: { ...process.env, KAFKA_BROKERS: brokers }, stdio: ['ignore', 'pipe', 'pipe'] })
+      let stdout = ''
+      let stderr = ''
+      child.stderr!.on('data', (d: Buffer) => { stderr += d.toString() })
+      const exited = new Promise<number | null>((resolve) => child!.once('exit', (code) => resolve(code)))
+      const allCommitted = new Promise<void>((resolve) => child!.stdout!.on('data', (d: Buffer) => {
+        stdout += d.toString()
+        if ([0, 1, 2, 3].every((p) => stdout.includes(`words/${p}: committed up to offset 2\n`))) resolve()
+      }))
+      await Promise.race([allCommitted, exited])
+      child.kill('SIGTERM')
+      expect(await exited).toBe(0)
+      expect(stderr).toBe('')
+
+      // The state the example committed, read back with the tidemark command.
+      const counts = new Map<string, number>()
+      for (const p of [0, 1, 2, 3]) {
+        const dump = await inApp('npx', ['--no-install', 'tidemark', 'state', 'dump', join(app, 'data', 'wordcount', `words-${p}`), '--state', 'counts'])
+        expect(dump).toMatchObject({ code: 0, stderr: '' })
+        for (const line of dump.stdout.split('\n').filter((l) => l !== '')) {
+          const { key, value } = JSON.parse(line) as { key: string; value: number }
+          counts.set(key, (counts.get(key) ?? 0) + value)
+        }
+      }
+      expect(Object.fromEntries(counts)).toEqual({ tide: 5, mark: 3, sea: 2, moon: 1, wave: 1 })
+    } finally {
+      child?.kill('SIGKILL')
+      await run('bash', [join(root, 'scripts', 'services', 'kafka-mock.sh'), 'stop', mockDir])
+    }
   })
 })

@@ -1,6 +1,6 @@
-// scripts/readme-bench.ts: the README's bench table is written from the
-// figure files in test/scripts/fixtures/bench-figures, never typed. Runs the
-// script as `npm run readme:bench` does, on a copy of the README.
+// scripts/readme-bench.ts: the bench table of docs/benchmarks.md is written
+// from the figure files in test/scripts/fixtures/bench-figures, never typed.
+// Runs the script as `npm run readme:bench` does, on a copy of the page.
 import { execFile } from 'node:child_process'
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -14,9 +14,9 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const SCRIPT = join(ROOT, 'scripts', 'readme-bench.ts')
 const FIXTURES = join(ROOT, 'test', 'scripts', 'fixtures', 'bench-figures')
 
-async function generate(readme: string, extra: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+async function generate(doc: string, extra: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', SCRIPT, '--figures', FIXTURES, '--readme', readme, ...extra], { cwd: ROOT })
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', SCRIPT, '--figures', FIXTURES, '--doc', doc, ...extra], { cwd: ROOT })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code?: number; stdout: string; stderr: string }
@@ -25,24 +25,24 @@ async function generate(readme: string, extra: string[] = []): Promise<{ code: n
 }
 
 /** The table row of a bench in the generated block, split into its cells. */
-function row(readme: string, bench: string): string[] {
-  const block = readme.slice(readme.indexOf(START), readme.indexOf(END))
+function row(doc: string, bench: string): string[] {
+  const block = doc.slice(doc.indexOf(START), doc.indexOf(END))
   const line = block.split('\n').find((l) => l.startsWith(`| \`${bench}\` |`))
   if (line === undefined) throw new Error(`no row for ${bench}`)
   return line.split(' | ')
 }
 
 describe('npm run readme:bench', () => {
-  it('rewrites the block of a copy of the README from the figure files, and nothing else', async () => {
-    const readme = join(tempDir(), 'README.md')
-    copyFileSync(join(ROOT, 'README.md'), readme)
-    const before = readFileSync(readme, 'utf8')
+  it('rewrites the block of a copy of docs/benchmarks.md from the figure files, and nothing else', async () => {
+    const page = join(tempDir(), 'benchmarks.md')
+    copyFileSync(join(ROOT, 'docs', 'benchmarks.md'), page)
+    const before = readFileSync(page, 'utf8')
     const missing = join(tempDir(), 'no-requests.json')
 
-    const result = await generate(readme, ['--requests', missing])
+    const result = await generate(page, ['--requests', missing])
     expect(result.stderr).not.toContain('readme:bench')
     expect(result.code).toBe(0)
-    const after = readFileSync(readme, 'utf8')
+    const after = readFileSync(page, 'utf8')
     // Outside the markers nothing moved.
     expect(after.slice(0, after.indexOf(START))).toBe(before.slice(0, before.indexOf(START)))
     expect(after.slice(after.indexOf(END))).toBe(before.slice(before.indexOf(END)))
@@ -86,19 +86,19 @@ describe('npm run readme:bench', () => {
     expect(block).toMatch(/\n\| 0\.1 % \| 33 \| 43\.8 kB \| 34\.2 kB \| 1\.282 \| 0\.13 % \|/)
     expect(block).toMatch(/\n\| 10 % \| 3,303 \| 3\.3 MB \| 3\.3 MB \| 1\.003 \| 8\.86 % \|/)
 
-    // Generated twice from the same files: the same README.
-    expect((await generate(readme, ['--requests', missing])).code).toBe(0)
-    expect(readFileSync(readme, 'utf8')).toBe(after)
+    // Generated twice from the same files: the same page.
+    expect((await generate(page, ['--requests', missing])).code).toBe(0)
+    expect(readFileSync(page, 'utf8')).toBe(after)
   })
 
-  it('exits 2 and leaves the README alone when the markers are missing', async () => {
-    const readme = join(tempDir(), 'README.md')
-    const text = '# A README\n\n## Benchmarks\n\n| bench | typed by hand |\n'
-    writeFileSync(readme, text)
-    const result = await generate(readme)
+  it('exits 2 and leaves the page alone when the markers are missing', async () => {
+    const page = join(tempDir(), 'benchmarks.md')
+    const text = '# Benchmarks\n\n| bench | typed by hand |\n'
+    writeFileSync(page, text)
+    const result = await generate(page)
     expect(result.code).toBe(2)
     expect(result.stderr).toContain(`needs exactly one ${START} … ${END} block`)
-    expect(readFileSync(readme, 'utf8')).toBe(text)
+    expect(readFileSync(page, 'utf8')).toBe(text)
   })
 })
 
@@ -131,15 +131,15 @@ describe('renderBenchBlock', () => {
     expect(() => readFigures(dir)).toThrow(/commit\.json is not JSON/)
   })
 
-  it('the README in the repository shows what the committed figure files say, and every bench has one', () => {
+  it('docs/benchmarks.md in the repository shows what the committed figure files say, and every bench has one', () => {
     // A bench whose figures stay out of bench/results (the requests bench's
     // went to an ignored file until 2026-12-03) reads "not measured" in every
     // fresh clone; and a figure file replaced without `npm run readme:bench`
-    // leaves the README behind it.
+    // leaves the page behind it.
     const figures = readFigures(join(ROOT, 'bench', 'results'))
     expect(Object.keys(TARGETS).filter((name) => !figures.has(name))).toEqual([])
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-    const block = readme.slice(readme.indexOf(START), readme.indexOf(END) + END.length)
+    const doc = readFileSync(join(ROOT, 'docs', 'benchmarks.md'), 'utf8')
+    const block = doc.slice(doc.indexOf(START), doc.indexOf(END) + END.length)
     expect(block).toBe(renderBenchBlock(figures))
     expect(block).not.toContain('not measured')
   })

@@ -82,7 +82,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
         `${missing.length === 1 ? 'is' : 'are'} not on PATH. Install them with:\n\n` +
         `  ${APT_INSTALL}\n\n` +
         'or point the tests at running servers with TIDEMARK_S3_ENDPOINT and TIDEMARK_KAFKA_BROKERS ' +
-        '(for example `docker compose up -d`; see docs/services.md).',
+        '(for example `docker compose up -d`; see CONTRIBUTING.md, "Using other servers").',
     )
   }
 
