@@ -3,6 +3,12 @@ import { partitionKey, type PartitionClosed, type PartitionStarted, type Partiti
 /** What the assignment handler does to the consumer and tells its owner. */
 export interface AssignmentHooks<V> {
   createTask(tp: TopicPartition): PartitionTask<V>
+  /**
+   * pause, resume and seek act on the Kafka client, which throws while it
+   * restarts after a crash ("Consumer group was not initialized"). That is
+   * no failure of the partition: its next assignment (the rejoin after the
+   * restart) pauses, seeks and resumes what runs. So their throws are ignored.
+   */
   pause(tp: TopicPartition): void
   resume(tp: TopicPartition): void
   seek(tp: TopicPartition, offset: bigint): void
@@ -36,7 +42,7 @@ export class AssignmentHandler<V> {
   #stopped = false
 
   constructor(hooks: AssignmentHooks<V>, options: { handoff: boolean }) {
-    this.#hooks = hooks
+    this.#hooks = { ...hooks, pause: ignoreThrow(hooks.pause), resume: ignoreThrow(hooks.resume), seek: ignoreThrow(hooks.seek) }
     this.#handoff = options.handoff
   }
 
@@ -103,7 +109,12 @@ export class AssignmentHandler<V> {
       this.#hooks.seek(tp, info.fetchFrom)
       this.#hooks.resume(tp)
       this.#hooks.started(info)
-    })().catch((error: unknown) => this.#hooks.failed(tp, error))
+    })().catch((error: unknown) => {
+      // Revoked (or the member closing) while it started: its start was
+      // cancelled, which is no failure of a partition this member no longer has.
+      if (this.#current.get(key)?.task !== task && task.startCancelled) return
+      this.#hooks.failed(tp, error)
+    })
     this.#current.set(key, { tp, task, ready })
   }
 
@@ -144,6 +155,10 @@ export class AssignmentHandler<V> {
 
   #close(entry: Entry<V>, reason: 'revoked' | 'shutdown'): Promise<PartitionClosed | undefined> {
     const key = partitionKey(entry.tp)
+    // A start still waiting for the previous owner's release gives up now:
+    // another member has the partition (or will), and must not find this
+    // member's forced claim in its way once the wait runs out.
+    entry.task.cancelStart()
     const result = (async () => {
       await entry.ready
       const closed = await entry.task.close(reason, { handoff: this.#handoff })
@@ -158,5 +173,15 @@ export class AssignmentHandler<V> {
       this.#hooks.failed(entry.tp, error)
       return undefined
     })
+  }
+}
+
+function ignoreThrow<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
+  return (...args) => {
+    try {
+      fn(...args)
+    } catch {
+      // See AssignmentHooks: the rejoin that follows the client's restart repeats it.
+    }
   }
 }

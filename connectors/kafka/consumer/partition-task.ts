@@ -113,6 +113,8 @@ export class PartitionTask<V> {
   readonly #outputs: PartitionOutputs
   /** Paused in the consumer until the outbox has room. */
   #outboxPaused = false
+  /** Aborted when the partition is revoked (or the member closes) while it starts: a claim acquire still waiting gives up. */
+  readonly #cancel = new AbortController()
   /** Why start() failed (the lifecycle's failures are those of a running partition). */
   #startFailure: { error: unknown } | undefined
   /** Names the step that the debug timings of a start or a close report. */
@@ -141,7 +143,7 @@ export class PartitionTask<V> {
       path: this.path,
       states: options.states,
       store: options.store,
-      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: options.handoff.waitMs } }),
+      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: options.handoff.waitMs, signal: this.#cancel.signal } }),
       allowEmpty: true,
       ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
       outputs: this.#outputs,
@@ -161,6 +163,16 @@ export class PartitionTask<V> {
         void this.#life.shutdown().catch(() => undefined)
       },
     })
+  }
+
+  /** Cancels a start that is still under way (its claim acquire); nothing once it has started. */
+  cancelStart(): void {
+    if (this.#state === 'starting' || this.#state === 'new') this.#cancel.abort(new Error(`partition ${this.key} was revoked while it started`))
+  }
+
+  /** start() failed because cancelStart() was called. */
+  get startCancelled(): boolean {
+    return this.#cancel.signal.aborted && this.#startFailure !== undefined
   }
 
   get state(): TaskState {
