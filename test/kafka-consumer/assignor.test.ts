@@ -10,7 +10,7 @@ import {
   type LocalCopy,
   type MemberState,
 } from '../../connectors/kafka/consumer/assignor-metadata.js'
-import { ASSIGNOR_NAME, computeAssignment, readSubscription, stateAwareAssigner, type AssignmentInput, type AssignmentMember, type ComputedAssignment } from '../../connectors/kafka/consumer/assignor.js'
+import { ASSIGNOR_NAME, computeAssignment, readAssignment, readSubscription, stateAwareAssigner, type AssignmentInput, type AssignmentMember, type ComputedAssignment } from '../../connectors/kafka/consumer/assignor.js'
 
 const T = 'src'
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i)
@@ -408,6 +408,7 @@ describe('assignor metadata', () => {
     expect(decodeSubscription(extended).value).toEqual({ generation: 2, owned: tps([1]), standbys: [], copies: [] })
     // Metadata that is not even kafkajs's MemberMetadata.
     expect(readSubscription(Buffer.from([0xff])).value).toBeUndefined()
+    expect(readAssignment(Buffer.from([0xff])).value).toBeUndefined()
   })
 
   it("members whose metadata does not read are assigned as members without state, and the others' state still counts", () => {
@@ -454,7 +455,7 @@ describe('stateAwareAssigner: the kafkajs shape', () => {
     expect(plans[0]!.moved.filter((m) => m.from !== null)).toHaveLength(1)
     for (const [id, d] of decoded) {
       expect(d.version).toBe(1)
-      const info = decodeAssignmentInfo(d.userData)
+      const info = readAssignment(result.find((r) => r.memberId === id)!.memberAssignment)
       expect(info.value!.generation).toBe(4)
       expect(info.value!.standbys).toEqual(plans[0]!.members.get(id)!.standbys)
       expect(Object.values(d.assignment).flat().length).toBeGreaterThanOrEqual(3)

@@ -1,6 +1,6 @@
 import { AssignerProtocol, type PartitionAssigner } from 'kafkajs'
 import { describe } from '../../../src/describe.js'
-import { decodeSubscription, encodeAssignmentInfo, encodeSubscription, groupByTopic, type LocalCopy, type MemberState } from './assignor-metadata.js'
+import { decodeAssignmentInfo, decodeSubscription, encodeAssignmentInfo, encodeSubscription, groupByTopic, type LocalCopy, type MemberState } from './assignor-metadata.js'
 import type { TopicPartition } from './partition-task.js'
 
 /** The group protocol name: every member of a group must offer it for the group to use it. */
@@ -338,6 +338,22 @@ export function readSubscription(metadata: Buffer): ReturnType<typeof decodeSubs
     return { value: undefined, problem: 'the subscription metadata does not decode' }
   }
   return decodeSubscription(userData ?? Buffer.alloc(0))
+}
+
+/**
+ * The standbys, warm-ups and generation in a member's assignment (the
+ * SyncGroup answer); never throws. kafkajs 2.2.4 decodes that answer and
+ * keeps only the active partitions, so the runtime must take the bytes
+ * before kafkajs drops them.
+ */
+export function readAssignment(memberAssignment: Buffer): ReturnType<typeof decodeAssignmentInfo> {
+  let userData: Buffer | null
+  try {
+    userData = AssignerProtocol.MemberAssignment.decode(memberAssignment)?.userData ?? null
+  } catch {
+    return { value: undefined, problem: 'the assignment does not decode' }
+  }
+  return decodeAssignmentInfo(userData ?? Buffer.alloc(0))
 }
 
 function keyOf(tp: TopicPartition): string {
