@@ -1,6 +1,16 @@
 import { AssignerProtocol, type PartitionAssigner } from 'kafkajs'
 import { describe } from '../../../src/describe.js'
-import { decodeAssignmentInfo, decodeSubscription, encodeAssignmentInfo, encodeSubscription, groupByTopic, type LocalCopy, type MemberState } from './assignor-metadata.js'
+import {
+  decodeAssignmentInfo,
+  decodeSubscription,
+  encodeAssignmentInfo,
+  encodeSubscription,
+  groupByTopic,
+  type AssignmentInfo,
+  type Decoded,
+  type LocalCopy,
+  type MemberState,
+} from './assignor-metadata.js'
 import type { TopicPartition } from './partition-task.js'
 
 /** The group protocol name: every member of a group must offer it for the group to use it. */
@@ -330,14 +340,8 @@ export function stateAwareAssigner(options: StateAwareAssignerOptions = {}): Par
 }
 
 /** A member's subscription metadata (kafkajs's MemberMetadata around our userData); never throws. */
-export function readSubscription(metadata: Buffer): ReturnType<typeof decodeSubscription> {
-  let userData: Buffer | null
-  try {
-    userData = AssignerProtocol.MemberMetadata.decode(metadata)?.userData ?? null
-  } catch {
-    return { value: undefined, problem: 'the subscription metadata does not decode' }
-  }
-  return decodeSubscription(userData ?? Buffer.alloc(0))
+export function readSubscription(metadata: Buffer): Decoded<MemberState> {
+  return inEnvelope(() => AssignerProtocol.MemberMetadata.decode(metadata), decodeSubscription)
 }
 
 /**
@@ -346,14 +350,19 @@ export function readSubscription(metadata: Buffer): ReturnType<typeof decodeSubs
  * keeps only the active partitions, so the runtime must take the bytes
  * before kafkajs drops them.
  */
-export function readAssignment(memberAssignment: Buffer): ReturnType<typeof decodeAssignmentInfo> {
+export function readAssignment(memberAssignment: Buffer): Decoded<AssignmentInfo> {
+  return inEnvelope(() => AssignerProtocol.MemberAssignment.decode(memberAssignment), decodeAssignmentInfo)
+}
+
+/** Our userData inside one of kafkajs's envelopes, whose decoder throws on bytes too short. */
+function inEnvelope<T>(open: () => { userData: Buffer | null } | null, decode: (userData: Buffer) => Decoded<T>): Decoded<T> {
   let userData: Buffer | null
   try {
-    userData = AssignerProtocol.MemberAssignment.decode(memberAssignment)?.userData ?? null
+    userData = open()?.userData ?? null
   } catch {
-    return { value: undefined, problem: 'the assignment does not decode' }
+    return { value: undefined, problem: 'the kafkajs envelope around the userData does not decode' }
   }
-  return decodeAssignmentInfo(userData ?? Buffer.alloc(0))
+  return decode(userData ?? Buffer.alloc(0))
 }
 
 function keyOf(tp: TopicPartition): string {
