@@ -90,5 +90,13 @@ export async function main(argv: string[], io: CliIO = process): Promise<number>
 
 // Run when executed (the bin), not when imported by a test.
 if (process.argv[1] !== undefined && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url) {
-  process.exitCode = await main(process.argv.slice(2))
+  const code = await main(process.argv.slice(2))
+  // Then exit at once, not when the event loop runs dry: that exit first
+  // closes every handle, signal listeners too, and a SIGTERM in the tear-down
+  // after ends the process by the signal, without the command's exit code.
+  // (A handler module's open socket or timer would also keep it running.)
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream.writableLength > 0) await new Promise((resolve) => stream.write('', resolve))
+  }
+  process.exit(code)
 }

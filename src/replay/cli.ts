@@ -4,7 +4,8 @@
  * line rewritten in place when it is) and the result on stdout. Exit codes
  * as every tidemark command: 0 done, 1 failed (a TidemarkError, printed as
  * `tidemark: CODE: message`), 2 a usage mistake (printed with the usage).
- * Killed or interrupted, the same command line resumes the replay.
+ * Killed or interrupted, the same command line resumes the replay. A
+ * SIGINT or SIGTERM once the result is printed changes nothing (exit 0).
  */
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
@@ -140,9 +141,15 @@ export async function runReplayCommand(argv: string[], io: ReplayCommandIO): Pro
     io.stderr.write(`tidemark replay: ${isTidemarkError(err) ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err)}\n`)
     return 1
   } finally {
-    process.off('SIGINT', interrupt)
-    process.off('SIGTERM', interrupt)
     for (const close of closers.reverse()) await close().catch(() => undefined)
+    // Removed a turn of the event loop later: a signal that finds no
+    // listener ends the process by the signal, without its exit code, and
+    // the bin exits within this turn (process.exit, src/cli/main.ts), so
+    // its listeners last until the end. Unref'd: it keeps no process alive.
+    setImmediate(() => {
+      process.off('SIGINT', interrupt)
+      process.off('SIGTERM', interrupt)
+    }).unref()
   }
 }
 

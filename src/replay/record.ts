@@ -16,6 +16,20 @@ export const REPLAY_START_METADATA = 'tidemark.replay.start'
  */
 export const REPLAY_CLAIM_METADATA = 'tidemark.replay.claim'
 
+/**
+ * The end of the replay (ReplayEnd), in its store. Written with `to` once
+ * every emitted record was delivered, right before the final snapshot is
+ * taken: a snapshot that holds it is a final one (empty outbox, at `to`).
+ * Written again with that snapshot once it is committed, so that no
+ * snapshot holds the id and a later call on this store returns it.
+ */
+export const REPLAY_END_METADATA = 'tidemark.replay.end'
+
+export interface ReplayEnd {
+  to: string
+  snapshot?: { id: string; key: string }
+}
+
 export interface ReplayClaimMark {
   epoch: number
   exclusive: boolean

@@ -1,16 +1,16 @@
 import { rename } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import { readClaim, type StoredClaim } from '../ownership/claim.js'
-import { PartitionProcessor } from '../runtime/partition-processor.js'
+import { PartitionProcessor, type StartResult } from '../runtime/partition-processor.js'
 import { listManifests, readValidManifests } from '../snapshot/catalog.js'
-import type { SnapshotResult } from '../snapshot/snapshotter.js'
 import { stateDigest } from '../store/digest.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { inspectStoreDir } from '../store/store-dir.js'
 import { resolveReplayOptions, type ReplayJobOptions, type ResolvedReplay } from './options.js'
+import { ProgressSnapshots } from './progress-snapshots.js'
 import {
-  checkSame, claimNamespace, differences, readRecord, recordKey, REPLAY_CLAIM_METADATA, REPLAY_FORMAT, REPLAY_METADATA, REPLAY_START_METADATA,
-  replaceRecord, replayRecord, type ReplayClaimMark, type ReplayRecord,
+  checkSame, claimNamespace, differences, readRecord, recordKey, REPLAY_CLAIM_METADATA, REPLAY_END_METADATA, REPLAY_FORMAT, REPLAY_METADATA, REPLAY_START_METADATA,
+  replaceRecord, replayRecord, type ReplayClaimMark, type ReplayEnd, type ReplayRecord,
 } from './record.js'
 import { rangeInvalid, removeStaging, seedStaging, seedStore, type Seed } from './seed.js'
 
@@ -49,8 +49,9 @@ export interface ReplayResult {
  * offset, index), so a replay killed and resumed delivers the same records,
  * byte for byte, as one that was not (records of the last unconfirmed send
  * may be delivered twice, with the same ids). It ends with every output
- * delivered and a snapshot at `to`, and resolves with the state's digest.
- * A call after the end does nothing more and resolves with the same result.
+ * delivered and its final snapshot (at `to`, with an empty outbox), and
+ * resolves with the state's digest. A call after the end delivers nothing
+ * and resolves with the same result: the same final snapshot.
  * A call with other parameters is refused (TIDEMARK_REPLAY_JOB_EXISTS)
  * unless nothing of the range was committed yet: then it starts again.
  */
@@ -121,10 +122,9 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
     replayBatchSize: r.batchSize,
     // The seed, or the replay's own progress, is always there: never an empty start.
     allowEmpty: false,
-    snapshots: {
-      store: r.snapshots,
-      schedule: { intervalMs: r.checkpoints.intervalMs, everyEvents: r.checkpoints.everyEvents },
-    },
+    // No schedule of its own: the replay starts its progress snapshots
+    // (ProgressSnapshots), so that none runs into its final one.
+    snapshots: { store: r.snapshots, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
     // A replay is resumed right after its process was killed, while the
     // dead process's lease still runs; the newest call of a replay wins (an
     // older one still running stops with TIDEMARK_OWNERSHIP_LOST).
@@ -134,8 +134,16 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
   processor.on('progress', (progress) => {
     if (progress.phase !== 'process') r.onProgress?.({ phase: progress.phase === 'restore' ? 'restore' : 'replay', progress })
   })
-  processor.on('commit', ({ offset, events }) => r.onProgress?.({ phase: 'commit', offset, events }))
-  processor.on('snapshot', (s) => r.onProgress?.({ phase: 'snapshot', id: s.id, final: false }))
+  const progressSnapshots = new ProgressSnapshots({
+    take: () => processor.snapshot(),
+    onTaken: (s) => r.onProgress?.({ phase: 'snapshot', id: s.id, final: false }),
+    intervalMs: r.checkpoints.intervalMs,
+    everyEvents: r.checkpoints.everyEvents,
+  })
+  processor.on('commit', ({ offset, events }) => {
+    progressSnapshots.noteCommit(events)
+    r.onProgress?.({ phase: 'commit', offset, events })
+  })
   processor.on('snapshot-failed', (error) => snapshotErrors.push(error))
 
   try {
@@ -149,11 +157,13 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
     checkSame(await store.getMetadata(REPLAY_METADATA), record, `the replay's store ${r.path}`, REPLAY_METADATA)
     const events = await processor.catchUp({ end: to + 1n, ...(r.signal === undefined ? {} : { signal: r.signal }) })
     r.signal?.throwIfAborted()
+    // None may start (or still run) once delivery ends: see finalSnapshot.
+    await progressSnapshots.stop()
     if (r.output !== undefined) {
       r.onProgress?.({ phase: 'deliver', records: 0 })
       await processor.flushOutputs()
     }
-    const snapshot = await finalSnapshot(r, processor, snapshotErrors)
+    const snapshot = await finalSnapshot(r, processor, started, snapshotErrors)
     r.onProgress?.({ phase: 'snapshot', id: snapshot.id, final: true })
     const digest = await stateDigest(store, r.states)
     const offset = store.position(topic, partition)
@@ -178,26 +188,44 @@ export async function replayJob<E>(options: ReplayJobOptions<E>): Promise<Replay
 }
 
 /**
- * The snapshot at the end: the newest one when it already holds the store's
- * position (a call after the end, or a scheduled snapshot that came last),
- * else a new one.
+ * The final snapshot: at `to`, taken after every emitted record was
+ * delivered (its outbox is empty), and the one every later call returns.
+ * A snapshot taken before, at `to` too, may hold records still to deliver:
+ * restored by a later call, it would send them again. So the store says
+ * which one it is (REPLAY_END_METADATA): a call on this store recorded it;
+ * a store restored from it holds the mark written right before it. Else it
+ * is taken now (no progress snapshot runs any more).
  */
-async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProcessor<E>, errors: unknown[]): Promise<{ id: string; key: string }> {
+async function finalSnapshot<E>(r: ResolvedReplay<E>, processor: PartitionProcessor<E>, started: StartResult, errors: unknown[]): Promise<{ id: string; key: string }> {
   const { topic, partition } = r.source
-  const position = processor.store.position(topic, partition)
-  const { valid } = await readValidManifests(r.snapshots, r.layout, await listManifests(r.snapshots, r.layout))
-  const newest = valid[0]
-  if (newest !== undefined && newest.manifest.positions.some((p) => p.topic === topic && p.partition === partition && p.offset === position)) {
-    return { id: newest.ref.id, key: newest.ref.key }
+  const store = processor.store
+  const position = store.position(topic, partition)
+  const at = (positions: readonly { topic: string; partition: number; offset: bigint }[]): boolean =>
+    positions.some((p) => p.topic === topic && p.partition === partition && p.offset === position)
+  // null: the seed's, when it came from another replay's final snapshot.
+  const end = (await store.getMetadata<ReplayEnd | null>(REPLAY_END_METADATA)) ?? undefined
+  const recorded = end?.snapshot?.id ?? (end !== undefined && started.source === 'snapshot' ? started.snapshot : undefined)
+  if (recorded !== undefined) {
+    const refs = (await listManifests(r.snapshots, r.layout)).filter((ref) => ref.id === recorded)
+    const { valid } = await readValidManifests(r.snapshots, r.layout, refs)
+    const found = valid[0]
+    if (found !== undefined && at(found.manifest.positions)) {
+      const snapshot = { id: found.ref.id, key: found.ref.key }
+      if (end?.snapshot === undefined) await store.setMetadata(REPLAY_END_METADATA, { to: String(r.source.to), snapshot } satisfies ReplayEnd)
+      return snapshot
+    }
   }
+  await store.setMetadata(REPLAY_END_METADATA, { to: String(r.source.to) } satisfies ReplayEnd)
   const before = errors.length
-  const taken: SnapshotResult | undefined = await processor.snapshot()
-  if (taken === undefined || !taken.positions.some((p) => p.topic === topic && p.partition === partition && p.offset === position)) {
+  const taken = await processor.snapshot()
+  if (taken === undefined || !at(taken.positions)) {
     const error = errors[before]
     if (isTidemarkError(error)) throw error
     throw new TidemarkError('TIDEMARK_SNAPSHOT_UPLOAD_FAILED', `the final snapshot of replay job ${r.job} at ${topic}/${partition}@${position} failed; call the replay again to take it`, { cause: error })
   }
-  return { id: taken.id, key: taken.key }
+  const snapshot = { id: taken.id, key: taken.key }
+  await store.setMetadata(REPLAY_END_METADATA, { to: String(r.source.to), snapshot } satisfies ReplayEnd)
+  return snapshot
 }
 
 /**

@@ -12,7 +12,7 @@ import { PartitionStore } from '../store/partition-store.js'
 import { inspectStoreDir } from '../store/store-dir.js'
 import { clearOutbox, outputStates } from './outbox.js'
 import type { ReplayContext, ResolvedReplay } from './options.js'
-import { REPLAY_METADATA, REPLAY_START_METADATA, type ReplayRecord } from './record.js'
+import { REPLAY_END_METADATA, REPLAY_METADATA, REPLAY_START_METADATA, type ReplayRecord } from './record.js'
 
 /** Where a replay's state came from; kept in its store's metadata (REPLAY_START_METADATA), so a resume reports it too. */
 export interface Seed {
@@ -93,6 +93,9 @@ export async function seedStore<E>(r: ResolvedReplay<E>, record: ReplayRecord, o
     // Outputs the start snapshot's job had not delivered are that job's,
     // under its ids: the replay delivers only its own.
     await clearOutbox(store)
+    // So is the end a replay's final snapshot holds: it would pass a
+    // progress snapshot of this replay off as its final one (finalSnapshot).
+    await store.setMetadata(REPLAY_END_METADATA, null)
     if (start.kind === 'offset' && start.offset > (position ?? -1n)) {
       seed.warmedUp = await warmUp(r, store, start.offset)
     }
