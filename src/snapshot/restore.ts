@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { link, lstat, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
+import { copyFile, link, lstat, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
@@ -463,7 +464,12 @@ async function download(
   try {
     await Promise.all([...reused].map(async (f) => {
       const path = join(temp, f.name)
-      await link(sources.get(f)!, path)
+      const source = sources.get(f)!
+      // A copy on another file system (a follower's directory elsewhere) is copied instead: its bytes were verified already.
+      await link(source, path).catch(async (err: unknown) => {
+        if (errnoOf(err) !== 'EXDEV') throw err
+        await copyFile(source, path, fsConstants.COPYFILE_EXCL)
+      })
       // A prefetch does not sync what it wrote: synced here with the rest.
       if (syncs !== undefined) syncs.add(await fdOpen(path, 'r'))
     }))

@@ -2,11 +2,11 @@
 // restore from that copy, and the restore over a local store that is only
 // behind: each downloads the files it lacks and links the rest.
 import { randomBytes } from 'node:crypto'
-import { existsSync, readdirSync, statSync } from 'node:fs'
-import { open as openFile, readdir, writeFile } from 'node:fs/promises'
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs'
+import { open as openFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
 import { S3SnapshotStore } from '../../connectors/s3/index.js'
 import type { PartitionStore} from '../../src/index.js';
 import {
@@ -250,6 +250,21 @@ describe('SnapshotFollower', () => {
     expect(existsSync(join(s.dir, 'copy'))).toBe(false)
     expect(await levelDigest(join(s.dir, 'restored'))).toEqual(restored.digest)
     await expect(f.sync()).rejects.toThrow(/disposed/)
+  })
+
+  it('a copy on another file system than the target is copied by the restore instead of linked', { timeout: 60_000 }, async () => {
+    const s = await source(tempDir('tidemark-follow-'))
+    await s.next()
+    // /dev/shm is a tmpfs here, the temp directory is not: link() fails with EXDEV between them.
+    const elsewhere = mkdtempSync(join('/dev/shm', 'tidemark-follow-'))
+    onTestFinished(() => rm(elsewhere, { recursive: true, force: true }))
+    expect(statSync(elsewhere).dev).not.toBe(statSync(s.dir).dev)
+    const { follower: f } = follower(s, { dir: join(elsewhere, 'copy') })
+    await f.sync()
+    const s2 = await s.next()
+    const restored = await restoreFrom(s, f, 'restored')
+    expect(restored).toMatchObject({ snapshot: s2.id, bytesDownloaded: tarBytes(uploaded(s2)) })
+    expect(restored.digest).toEqual(await s.digest())
   })
 
   it('polls on its clock until stopped', { timeout: 60_000 }, async () => {
