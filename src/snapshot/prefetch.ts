@@ -17,6 +17,12 @@ export interface PrefetchOptions {
   dir: string
   /** Ranged reads at once. Default 6, as a restore. */
   downloadConcurrency?: number
+  /**
+   * Told why a ranged read left its files out (the object is gone, a file
+   * fails its checks, the store failed), so that a caller that acts on the
+   * reason (a SnapshotFollower) learns it; the prefetch goes on either way.
+   */
+  onError?: (error: unknown, object: string) => void
 }
 
 export interface Prefetch {
@@ -72,8 +78,13 @@ export function prefetchSnapshot(options: PrefetchOptions): Prefetch {
         // 36 MB/s); the restore syncs the files it links with its own.
         // A run that extracted completely verified each of its files.
         for (const f of run.entries) done.push({ name: f.name, size: f.size, sha256: f.sha256, path: join(dir, f.name) })
-      } catch {
+      } catch (err) {
         // Its files are left out; the restore downloads them.
+        try {
+          options.onError?.(err, layout.dataKey(run.object))
+        } catch {
+          // A listener's mistake must not end the other downloads.
+        }
       } finally {
         await Promise.all(fds.map((fd) => fdClose(fd).catch(() => undefined)))
       }

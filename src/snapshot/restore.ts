@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { link, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
+import { copyFile, link, lstat, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
@@ -11,9 +12,9 @@ import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type Ex
 import { listManifests, newestFirst, readManifest, type ManifestRef } from './catalog.js'
 import { SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
-import { positionsAtOrAfter, type SnapshotManifest } from './manifest.js'
+import { positionsAtOrAfter, type SnapshotFile, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
-import { fdClose, fdOpen, fdSync, mapLimit } from './util.js'
+import { fdClose, fdOpen, fdSync, mapLimit, sha256File } from './util.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
 import { callListener } from '../logging/listener.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
@@ -60,7 +61,8 @@ export interface RestoreOptions {
   knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
   /**
    * Files already downloaded and verified on the target's file system
-   * (prefetchSnapshot, src/snapshot/prefetch.ts): a file of the restored
+   * (prefetchSnapshot, src/snapshot/prefetch.ts; a SnapshotFollower's
+   * reusableFiles(), src/snapshot/follow.ts): a file of the restored
    * snapshot with the same name, size and SHA-256 is hard-linked from there
    * instead of downloaded, and fsynced with the downloaded ones.
    */
@@ -152,7 +154,9 @@ interface Identity {
  * ranged reads into a temporary directory beside the target, which is renamed
  * into place when everything verified, so the target never holds a partial
  * store. When the local store at `target` is intact and at or after a
- * snapshot's positions, it is used as it is and nothing is downloaded.
+ * snapshot's positions, it is used as it is and nothing is downloaded;
+ * when it is behind, its table files that the snapshot holds (same name,
+ * size and SHA-256) are linked into the copy instead of downloaded.
  *
  * Errors of the snapshot store itself (unavailable, access denied) fail the
  * restore instead of skipping snapshots: they say nothing about a snapshot.
@@ -180,6 +184,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     onProgress: checkFunction<(p: RestoreProgress) => void>(o.onProgress, 'onProgress'),
     onEvent: checkFunction<(e: RestoreEvent) => void>(o.onEvent, 'onEvent'),
     reuse: checkReuse(o.reuse),
+    localTables: undefined as LocalTables | undefined,
   }
   const logger = checkLogger(o.logger, 'logger')
   const known = checkKnownManifests(o.knownManifests, layout)
@@ -199,6 +204,9 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   }
 
   const local = await inspectLocal(target, settings.useLocal)
+  // A store that is there but behind (or damaged) still holds table files the
+  // snapshot may share: LevelDB never changes one, so a matching hash is the file.
+  if (local.state === 'intact' || (local.state === 'damaged' && settings.useLocal)) settings.localTables = new LocalTables(target)
   const skipped: SkippedSnapshot[] = []
   const done = (result: Omit<RestoreResult, 'durationMs' | 'skipped' | 'target'>): RestoreResult => {
     const restored = { ...result, target, skipped, durationMs: performance.now() - started }
@@ -360,6 +368,45 @@ type Settings = {
   progressIntervalMs: number
   onProgress: ((p: RestoreProgress) => void) | undefined
   reuse: ReadonlyMap<string, ReusableFile>
+  localTables: LocalTables | undefined
+}
+
+/**
+ * The table files of the store at the target that a snapshot holds too
+ * (same name, size and SHA-256), so that a restore over a store that is
+ * only behind downloads what is new and links the rest. Only table files:
+ * LevelDB rewrites CURRENT and appends to logs and MANIFESTs, never to a
+ * table. Hashes are taken once per file, across the snapshots a restore tries.
+ */
+class LocalTables {
+  readonly #dir: string
+  readonly #hashes = new Map<string, Promise<{ size: number; sha256: string } | undefined>>()
+
+  constructor(dir: string) {
+    this.#dir = dir
+  }
+
+  async matching(files: readonly SnapshotFile[]): Promise<ReusableFile[]> {
+    const candidates = files.filter((f) => fileKind(f.name) === 'table')
+    const found = await mapLimit(candidates, 2, async (f) => {
+      const path = join(this.#dir, f.name)
+      const sha256 = await this.#hash(path, f.size)
+      return sha256 === f.sha256 ? { name: f.name, size: f.size, sha256, path } : undefined
+    })
+    return found.filter((f) => f !== undefined)
+  }
+
+  /** The file's SHA-256 when it is a plain file of `size` bytes (only those are worth reading). */
+  #hash(path: string, size: number): Promise<string | undefined> {
+    let hashed = this.#hashes.get(path)
+    if (hashed === undefined) {
+      // A plain file only: a symbolic link would be followed by the hash but not by link().
+      // A file that cannot be read is downloaded instead.
+      hashed = lstat(path).then(async (info) => (info.isFile() ? { size: info.size, sha256: info.size === size ? await sha256File(path) : '' } : undefined)).catch(() => undefined)
+      this.#hashes.set(path, hashed)
+    }
+    return hashed.then((h) => (h !== undefined && h.size === size && h.sha256 !== '' ? h.sha256 : undefined))
+  }
 }
 
 async function download(
@@ -371,10 +418,15 @@ async function download(
   settings: Settings,
   emit: (event: RestoreEvent) => void,
 ): Promise<{ positions: Position[]; bytesDownloaded: number; bytesTotal: number; files: number; verifiedFiles: VerifiedFile[] }> {
-  const reused = new Set(manifest.files.filter((f) => {
-    const r = settings.reuse.get(f.name)
-    return r !== undefined && r.size === f.size && r.sha256 === f.sha256
-  }))
+  const localTables = settings.localTables === undefined ? new Map<string, ReusableFile>() : new Map((await settings.localTables.matching(manifest.files)).map((f) => [f.name, f]))
+  const matches = (r: ReusableFile | undefined, f: SnapshotFile): r is ReusableFile => r !== undefined && r.size === f.size && r.sha256 === f.sha256
+  // Where each reused file is linked from: the caller's copy, or the local store's.
+  const sources = new Map<SnapshotFile, string>()
+  for (const f of manifest.files) {
+    const r = [settings.reuse.get(f.name), localTables.get(f.name)].find((c) => matches(c, f))
+    if (r !== undefined) sources.set(f, r.path)
+  }
+  const reused = new Set(sources.keys())
   const runs = planRuns(reused.size === 0 ? manifest : { ...manifest, files: manifest.files.filter((f) => !reused.has(f)) }, settings.rangeBytes, settings.downloadConcurrency)
   const bytesTotal = runs.reduce((sum, r) => sum + (r.end - r.start), 0)
   emit({ type: 'snapshot-restoring', id: manifest.id, key: layout.manifestKey(manifest.epoch, manifest.sequence), bytesTotal, files: manifest.files.length })
@@ -412,7 +464,12 @@ async function download(
   try {
     await Promise.all([...reused].map(async (f) => {
       const path = join(temp, f.name)
-      await link(settings.reuse.get(f.name)!.path, path)
+      const source = sources.get(f)!
+      // A copy on another file system (a follower's directory elsewhere) is copied instead: its bytes were verified already.
+      await link(source, path).catch(async (err: unknown) => {
+        if (errnoOf(err) !== 'EXDEV') throw err
+        await copyFile(source, path, fsConstants.COPYFILE_EXCL)
+      })
       // A prefetch does not sync what it wrote: synced here with the rest.
       if (syncs !== undefined) syncs.add(await fdOpen(path, 'r'))
     }))
