@@ -2,10 +2,11 @@
 export { KafkaLog, openKafkaLog } from './kafka-log.js'
 export { KAFKA_LOG_DEFAULTS } from './options.js'
 export type { KafkaLogOptions } from './options.js'
-export { StatefulConsumer, DEAD_LETTER_HEADERS, CONSUMER_DEFAULTS } from './consumer/index.js'
+export { StatefulConsumer, DEAD_LETTER_HEADERS, CONSUMER_DEFAULTS, stateAwareAssigner, computeAssignment, ASSIGNOR_NAME } from './consumer/index.js'
 export { kafkaSink } from './outputs/index.js'
 export type { KafkaSinkOptions } from './outputs/index.js'
 export type {
   StatefulConsumerOptions, StatefulConsumerEvents, ConsumerRecord, RecordHandler, DecodeErrorPolicy, ConsumerSnapshotSettings,
   TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts, PartitionStatus, CloseResult,
+  StateAwareAssignerOptions, WarmupOptions, AssignmentInput, AssignmentMember, ComputedAssignment, MemberPlan, Move, MemberState, LocalCopy, CopyLag, AssignmentInfo,
 } from './consumer/index.js'

@@ -55,11 +55,12 @@ const CLAIM_WATCH_SLOW_MS = 250
  * not when it was paused past its deadline. With `signal` aborted (the
  * assignment revoked, the member closing) it fails with reason `cancelled`.
  *
- * Resolves with the claim and whether `listed` still describes the
+ * Resolves with the claim, how long it waited for a release (0 when it
+ * took the claim at its first attempt), and whether `listed` still describes the
  * partition as this owner takes it over (taken at once, not by force, and
  * no hand-off snapshot committed after the listing).
  */
-export async function acquireAssigned(options: AcquireAssignedOptions): Promise<{ claim: Claim; listingIsCurrent: boolean }> {
+export async function acquireAssigned(options: AcquireAssignedOptions): Promise<{ claim: Claim; listingIsCurrent: boolean; waitedMs: number }> {
   const { store, job, partition, listed } = options
   const started = performance.now()
   const deadline = started + options.waitMs
@@ -80,7 +81,7 @@ export async function acquireAssigned(options: AcquireAssignedOptions): Promise<
     }
     try {
       const claim = await acquireClaim({ store, job, partition, leaseMs: null, takeover: force ? 'force' : 'if-expired', minEpoch: listed.newestEpoch })
-      return { claim, listingIsCurrent: attempt === 1 && !force && claim.listingIsCurrent(listed.refs) }
+      return { claim, listingIsCurrent: attempt === 1 && !force && claim.listingIsCurrent(listed.refs), waitedMs: attempt === 1 ? 0 : performance.now() - started }
     } catch (err) {
       // Held by the previous owner (not yet released) or lost in a race with
       // it: wait for its release, until the deadline makes it a takeover.

@@ -104,6 +104,8 @@ export interface LifecycleStart {
   bytesDownloaded: number
   /** This owner's epoch: its claim's, above every earlier claim's and every snapshot that verifies (0 without snapshots). */
   epoch: number
+  /** Milliseconds an assigned owner waited for the previous owner's release (0: the claim was free, released, or taken at once). */
+  claimWaitMs: number
 }
 
 /** How often an assigned owner looks at its claim (one HEAD) while it processes. */
@@ -156,6 +158,7 @@ export class PartitionLifecycle {
   #snapshotter: Snapshotter | undefined
   #scheduler: SnapshotScheduler | undefined
   #claim: Claim | undefined
+  #claimWaitMs = 0
   #renewTimer: NodeJS.Timeout | undefined
   #renewing = false
   #checking = false
@@ -269,6 +272,7 @@ export class PartitionLifecycle {
         skipped,
         bytesDownloaded: restored?.bytesDownloaded ?? 0,
         epoch: this.#claim?.epoch ?? 0,
+        claimWaitMs: this.#claimWaitMs,
       }
     } catch (err) {
       await this.shutdown().catch(() => undefined)
@@ -308,7 +312,7 @@ export class PartitionLifecycle {
       return claim.listingIsCurrent(listed.refs)
     }
     let prefetch: Prefetch | undefined
-    const { claim, listingIsCurrent } = await acquireAssigned({
+    const { claim, listingIsCurrent, waitedMs } = await acquireAssigned({
       store, job: o.job, partition: o.key, listed, waitMs: policy.waitMs,
       ...(policy.signal === undefined ? {} : { signal: policy.signal }),
       // While the previous owner takes its hand-off snapshot, the newest
@@ -330,6 +334,7 @@ export class PartitionLifecycle {
       onChange: () => { void prefetch?.stop() },
     })
     this.#claim = claim
+    this.#claimWaitMs = waitedMs
     return listingIsCurrent
   }
 

@@ -275,8 +275,9 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         batchSize: this.options.batchSize,
       })
       this.#state = 'running'
+      const { claimWaitMs: _waited, ...rest } = started
       const result: StartResult = {
-        ...started,
+        ...rest,
         restoreMs: performance.now() - t0,
         offset: this.offset,
       }

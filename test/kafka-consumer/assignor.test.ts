@@ -10,7 +10,7 @@ import {
   type LocalCopy,
   type MemberState,
 } from '../../connectors/kafka/consumer/assignor-metadata.js'
-import { ASSIGNOR_NAME, computeAssignment, readAssignment, readSubscription, stateAwareAssigner, type AssignmentInput, type AssignmentMember, type ComputedAssignment } from '../../connectors/kafka/consumer/assignor.js'
+import { ASSIGNOR_NAME, computeAssignment, orphanedOf, readAssignment, readSubscription, stateAwareAssigner, type AssignmentInput, type AssignmentMember, type ComputedAssignment } from '../../connectors/kafka/consumer/assignor.js'
 
 const T = 'src'
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i)
@@ -383,6 +383,11 @@ describe('assignor metadata', () => {
     const info = { generation: 8, standbys: tps([2]), warmups: tps([5]) }
     expect(decodeAssignmentInfo(assignment)).toEqual({ value: info })
     expect(encodeAssignmentInfo(info).equals(assignment)).toBe(true)
+    // Optional fields of format 1: the partitions whose owner left, and the member it is for.
+    const full = Buffer.concat([Buffer.of(1), Buffer.from('{"generation":9,"standbys":{},"warmups":{},"orphaned":{"src":[3]},"memberId":"m-1"}')])
+    const fullInfo = { generation: 9, standbys: [], warmups: [], orphaned: tps([3]), memberId: 'm-1' }
+    expect(decodeAssignmentInfo(full)).toEqual({ value: fullInfo })
+    expect(encodeAssignmentInfo(fullInfo).equals(full)).toBe(true)
   })
 
   it('an older or unknown version, junk bytes, or no userData read as "no state advertised", never a throw', () => {
@@ -483,5 +488,15 @@ describe('stateAwareAssigner: the kafkajs shape', () => {
     const sizes = result.map((r) => Object.values(AssignerProtocol.MemberAssignment.decode(r.memberAssignment)!.assignment).flat().length)
     expect(sizes).toEqual([3, 3, 3, 3])
     expect(logged.filter((l) => /^Member advertises no state/.test(l.message))).toHaveLength(3)
+  })
+})
+
+describe('orphaned partitions (the previous owner is no member of this join)', () => {
+  it('are the active partitions that no member advertised as owned; nothing when a member advertised no state', () => {
+    const a = member('a', { owned: [0, 1] })
+    const b = member('b', { owned: [2] })
+    // Partition 3's owner left (SIGKILLed, expired); 0 and 2 are owned by members of this join.
+    expect(orphanedOf(tps([0, 2, 3]), [a, b])).toEqual(tps([3]))
+    expect(orphanedOf(tps([3]), [a, b, member('c')])).toEqual([])
   })
 })

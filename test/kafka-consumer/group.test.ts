@@ -150,6 +150,41 @@ describe('StatefulConsumer: two members of one group', () => {
     await b.close()
     await expectExactState(snapshotRoot, job, [...produced, ...more])
   })
+
+  it('a SIGKILLed member that the group has expired: a member that already runs takes its partitions without waiting for a release', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-dead')
+    const job = randomName('job')
+    const snapshotRoot = tempDir()
+    const produced = await produceWords(producer, topic, PARTITIONS, 300)
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'worker.ts'), JSON.stringify(brokers), job, topic, tempDir(), snapshotRoot], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    onTestFinished(() => {
+      child.kill('SIGKILL')
+    })
+    await childCommitted(child, new Map(PARTITIONS.map((p) => [`${topic}-${p}`, 299n])))
+    // B joins while the worker lives: it gets two of the four (the worker hands them off).
+    // handoff.waitMs is long: a member that waited for the dead one's release would wait it out.
+    const b = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }, { handoff: { waitMs: 40_000 } }))
+    onTestFinished(async () => { await b.close() })
+    const firstTwo = nextStarts(b, 2)
+    await b.start()
+    const first = await firstTwo
+    const mine = new Set(first.map((s) => s.partition))
+    child.kill('SIGKILL')
+    await once(child, 'exit')
+    // The group expires the worker after its session timeout and gives B the other two.
+    const lastTwo = await nextStarts(b, 2)
+    expect(lastTwo.map((s) => s.partition).sort()).toEqual(PARTITIONS.filter((p) => !mine.has(p)))
+    for (const s of lastTwo) expect(s).toMatchObject({ source: 'snapshot', claimWaitMs: 0 })
+    const more = await produceWords(producer, topic, PARTITIONS, 50, 50, 2)
+    await committedThrough([b], more)
+    await b.close()
+    await expectExactState(snapshotRoot, job, [...produced, ...more])
+  })
 })
 
 /** Resolves when the child reported a commit at or past each partition's offset, and a snapshot of each. */

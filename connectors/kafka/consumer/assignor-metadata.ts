@@ -55,6 +55,15 @@ export interface AssignmentInfo {
   readonly standbys: readonly TopicPartition[]
   /** Partitions that will move to this member once its copy is warm: it warms them as it does standbys, then asks for a rebalance. */
   readonly warmups: readonly TopicPartition[]
+  /**
+   * Active partitions of this member that no member of this generation
+   * owned before it: their previous owner left the group or was expired by
+   * it, so no release will come, and the claim is taken at once. Empty when
+   * some member advertised nothing (the leader cannot tell then).
+   */
+  readonly orphaned?: readonly TopicPartition[] | undefined
+  /** The member this assignment is for: a process with several consumers finds its own by it. */
+  readonly memberId?: string | undefined
 }
 
 export type Decoded<T> = { readonly value: T; readonly problem?: undefined } | { readonly value: undefined; readonly problem: string }
@@ -101,7 +110,13 @@ export function decodeSubscription(bytes: Buffer): Decoded<MemberState> {
 }
 
 export function encodeAssignmentInfo(info: AssignmentInfo): Buffer {
-  return frame(ASSIGNMENT_VERSION, { generation: info.generation, standbys: groupByTopic(info.standbys), warmups: groupByTopic(info.warmups) })
+  return frame(ASSIGNMENT_VERSION, {
+    generation: info.generation,
+    standbys: groupByTopic(info.standbys),
+    warmups: groupByTopic(info.warmups),
+    ...(info.orphaned === undefined ? {} : { orphaned: groupByTopic(info.orphaned) }),
+    ...(info.memberId === undefined ? {} : { memberId: info.memberId }),
+  })
 }
 
 /** Never throws; `problem` when the bytes are not a version-1 assignment (a member then has no standbys or warm-ups this generation). */
@@ -109,7 +124,16 @@ export function decodeAssignmentInfo(bytes: Buffer): Decoded<AssignmentInfo> {
   const body = unframe(bytes, ASSIGNMENT_VERSION)
   if (typeof body === 'string') return { value: undefined, problem: body }
   try {
-    return { value: { generation: count(body.generation, 'generation'), standbys: partitions(body.standbys ?? {}, 'standbys'), warmups: partitions(body.warmups ?? {}, 'warmups') } }
+    const memberId = typeof body.memberId === 'string' ? body.memberId : undefined
+    return {
+      value: {
+        generation: count(body.generation, 'generation'),
+        standbys: partitions(body.standbys ?? {}, 'standbys'),
+        warmups: partitions(body.warmups ?? {}, 'warmups'),
+        ...(body.orphaned === undefined ? {} : { orphaned: partitions(body.orphaned, 'orphaned') }),
+        ...(memberId === undefined ? {} : { memberId }),
+      },
+    }
   } catch (error) {
     return { value: undefined, problem: (error as Error).message }
   }

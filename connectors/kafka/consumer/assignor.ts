@@ -320,7 +320,7 @@ export function stateAwareAssigner(options: StateAwareAssignerOptions = {}): Par
         memberAssignment: MemberAssignment.encode({
           version: ASSIGNOR_VERSION,
           assignment: groupByTopic(p.active),
-          userData: encodeAssignmentInfo({ generation: plan.generation, standbys: p.standbys, warmups: p.warmups }),
+          userData: encodeAssignmentInfo({ generation: plan.generation, standbys: p.standbys, warmups: p.warmups, orphaned: orphanedOf(p.active, input), memberId }),
         }),
       }))
     },
@@ -337,6 +337,17 @@ export function stateAwareAssigner(options: StateAwareAssignerOptions = {}): Par
       return { name: ASSIGNOR_NAME, metadata: MemberMetadata.encode({ version: ASSIGNOR_VERSION, topics, userData }) }
     },
   })
+}
+
+/**
+ * The active partitions that no member of this join owned before: their
+ * owner left or was expired by the group, so its release will not come.
+ * Nothing when a member advertised no state (its ownership is unknown).
+ */
+export function orphanedOf(active: readonly TopicPartition[], members: readonly AssignmentMember[]): TopicPartition[] {
+  if (members.some((m) => m.state === undefined)) return []
+  const owned = new Set(members.flatMap((m) => m.state!.owned.map(keyOf)))
+  return active.filter((tp) => !owned.has(keyOf(tp)))
 }
 
 /** A member's subscription metadata (kafkajs's MemberMetadata around our userData); never throws. */

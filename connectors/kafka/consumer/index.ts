@@ -3,3 +3,6 @@ export type { StatefulConsumerEvents, PartitionStatus, CloseResult } from './sta
 export { CONSUMER_DEFAULTS } from './options.js'
 export type { StatefulConsumerOptions, ConsumerRecord, RecordHandler, DecodeErrorPolicy, ConsumerSnapshotSettings } from './options.js'
 export type { TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts } from './partition-task.js'
+export { stateAwareAssigner, computeAssignment, ASSIGNOR_NAME } from './assignor.js'
+export type { StateAwareAssignerOptions, WarmupOptions, AssignmentInput, AssignmentMember, ComputedAssignment, MemberPlan, Move } from './assignor.js'
+export type { MemberState, LocalCopy, CopyLag, AssignmentInfo } from './assignor-metadata.js'

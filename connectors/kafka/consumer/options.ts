@@ -1,4 +1,4 @@
-import type { IHeaders, KafkaConfig } from 'kafkajs'
+import type { IHeaders, KafkaConfig, PartitionAssigner } from 'kafkajs'
 import type { SnapshotStore } from '../../../src/dfs/snapshot-store.js'
 import { describe } from '../../../src/describe.js'
 import { jsonCodec, type Codec } from '../../../src/store/codec.js'
@@ -125,6 +125,16 @@ export interface StatefulConsumerOptions<V = unknown> {
   }
   /** Passed to kafkajs as is: ssl, sasl, connectionTimeout, requestTimeout, retry, logLevel, logCreator, socketFactory. Logging is off unless set. */
   kafka?: Omit<KafkaConfig, 'brokers' | 'clientId'>
+  /**
+   * The group's assignors, most preferred first (kafkajs's
+   * `partitionAssigners`). Default: Tidemark's state-aware sticky assignor
+   * (docs/consumer-group.md, "The state-aware assignor"), which keeps
+   * partitions where they are, moves the ones that must move to the member
+   * with the freshest local copy, and tells a new owner when the previous
+   * one has left the group (then it takes the claim without waiting for a
+   * release). Every member of a group must offer a common one.
+   */
+  partitionAssigners?: PartitionAssigner[]
   /** Where the consumer, its partitions' snapshotters and restores log (pino-compatible); nothing is logged without one. kafkajs's own logging is `kafka.logCreator`. */
   logger?: Logger
 }
@@ -176,6 +186,8 @@ export interface ResolvedConsumerOptions<V> {
   readonly store: Omit<PartitionStoreOptions, 'path' | 'states'>
   readonly consumer: NonNullable<StatefulConsumerOptions['consumer']>
   readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'>
+  /** undefined: the state-aware assignor, which the consumer creates (it needs the consumer's local state). */
+  readonly partitionAssigners: readonly PartitionAssigner[] | undefined
   readonly logger: Logger
 }
 
@@ -183,6 +195,7 @@ const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
   'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
+  'partitionAssigners',
 ])
 
 /** Checks the options once, naming the field that is wrong. */
@@ -235,6 +248,12 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   for (const [key, value] of Object.entries(consumer)) if (value !== undefined) integer(value, `options.consumer.${key}`, 1, 2 ** 31 - 1)
   const kafka = options.kafka ?? {}
   if (typeof kafka !== 'object' || kafka === null) throw new TypeError(`options.kafka must be an object of kafkajs options, got ${describe(kafka)}`)
+  // kafkajs would take them from here and drop ours: one place says which assignors run.
+  if ('partitionAssigners' in kafka) throw new TypeError('options.kafka.partitionAssigners is not read: pass options.partitionAssigners')
+  const assigners = options.partitionAssigners
+  if (assigners !== undefined && (!Array.isArray(assigners) || assigners.length === 0 || !assigners.every((a) => typeof a === 'function'))) {
+    throw new TypeError(`options.partitionAssigners must be a non-empty array of kafkajs PartitionAssigner functions, got ${describe(assigners)}`)
+  }
   return Object.freeze({
     job: options.job,
     brokers: Object.freeze([...brokers]),
@@ -258,6 +277,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     store: options.store ?? {},
     consumer,
     kafka,
+    partitionAssigners: assigners === undefined ? undefined : Object.freeze([...assigners]),
     logger: checkLogger(options.logger, 'options.logger'),
   })
 }

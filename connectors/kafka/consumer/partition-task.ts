@@ -34,6 +34,13 @@ export interface PartitionStarted extends TopicPartition {
   /** The first offset fetched. */
   fetchFrom: bigint
   epoch: number
+  /**
+   * Milliseconds spent waiting for the previous owner's release before the
+   * claim was taken (its hand-off snapshot, or `handoff.waitMs` for an owner
+   * that never releases). 0 when the claim was free or released, and when
+   * the assignor said the previous owner had left the group.
+   */
+  claimWaitMs: number
   bytesDownloaded: number
   restoreMs: number
 }
@@ -120,7 +127,8 @@ export class PartitionTask<V> {
   /** Names the step that the debug timings of a start or a close report. */
   #phase: ((step: string) => void) | undefined
 
-  constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices) {
+  /** `waitMs`: how long to wait for the previous owner's release (handoff.waitMs; 0 when that owner left the group). */
+  constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices, claim: { waitMs: number } = { waitMs: options.handoff.waitMs }) {
     this.topic = tp.topic
     this.partition = tp.partition
     this.key = partitionKey(tp)
@@ -143,7 +151,7 @@ export class PartitionTask<V> {
       path: this.path,
       states: options.states,
       store: options.store,
-      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: options.handoff.waitMs, signal: this.#cancel.signal } }),
+      ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: claim.waitMs, signal: this.#cancel.signal } }),
       allowEmpty: true,
       ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
       outputs: this.#outputs,
@@ -251,6 +259,7 @@ export class PartitionTask<V> {
         position: this.position,
         fetchFrom: this.#fetchFrom,
         epoch: started.epoch,
+        claimWaitMs: started.claimWaitMs,
         bytesDownloaded: started.bytesDownloaded,
         restoreMs: performance.now() - t0,
       }

@@ -4,16 +4,21 @@ import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatc
 import '../kafkajs-fixes.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { callListener } from '../../../src/logging/listener.js'
-import type { PartitionStore } from '../../../src/store/partition-store.js'
+import { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
+import { readdir } from 'node:fs/promises'
+import { join } from 'node:path'
 import { AssignmentHandler } from './assignments.js'
+import { takeAssignmentInfo } from './assignment-capture.js'
+import { stateAwareAssigner } from './assignor.js'
+import type { LocalCopy, MemberState } from './assignor-metadata.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 import { observeConsumerEvent } from './observe.js'
 import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
-  PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
+  partitionKey, PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
 
 /** Restarts of the kafkajs consumer after crashes it would not restart from, without a join in between. */
@@ -95,6 +100,12 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #memberId: string | undefined
   /** kafkajs crashes since the last successful join. */
   #crashes = 0
+  /** Local copies of partitions that no task runs here (left by an earlier process, or by a task closed here), for the assignor. */
+  readonly #copies = new Map<string, LocalCopy>()
+  /** The assignor generation of the last assignment (the state-aware assignor's, 0 under another one). */
+  #generation = 0
+  /** Partitions of the current assignment whose previous owner left the group: no release will come. */
+  #orphaned = new Set<string>()
 
   // Every event also goes to the logger and the ownership metrics (observe.ts).
   override emit<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean {
@@ -110,17 +121,24 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     this.options = resolveConsumerOptions(options)
     const o = this.options
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
-    this.#consumer = this.#kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: true, maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs, ...o.consumer })
+    this.#consumer = this.#kafka.consumer({
+      groupId: o.groupId,
+      allowAutoTopicCreation: true,
+      maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs,
+      ...o.consumer,
+      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#advertise() })])],
+    })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
     this.#assignments = new AssignmentHandler<V>({
-      createTask: (tp) => new PartitionTask<V>(tp, o, services),
+      createTask: (tp) => new PartitionTask<V>(tp, o, services, { waitMs: this.#orphaned.has(partitionKey(tp)) ? 0 : o.handoff.waitMs }),
       pause: (tp) => this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }]),
       resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
       seek: (tp, offset) => this.#seek(tp, offset),
       started: (info) => this.emit('partition-started', info),
       failed: (tp, error) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }),
       closed: (info) => {
+        if (info.position !== undefined) this.#copies.set(partitionKey(info), { topic: info.topic, partition: info.partition, position: info.position })
         this.#closedCounts.applied += info.counts.applied
         this.#closedCounts.skipped += info.counts.skipped
         this.#closedCounts.deadLettered += info.counts.deadLettered
@@ -137,6 +155,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     c.on(c.events.GROUP_JOIN, ({ payload }) => {
       this.#memberId = payload.memberId
       this.#crashes = 0
+      // Read before the tasks are created: a task of an orphaned partition takes its claim at once.
+      const info = takeAssignmentInfo(payload.memberId)
+      this.#generation = info?.generation ?? this.#generation
+      this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
       const change = this.#assignments.assign(partitions)
       this.emit('assignment', { partitions, ...change })
@@ -146,6 +168,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       this.emit('crash', { error: crashError(payload.error), restart })
     })
     try {
+      await this.#findLocalCopies()
       await this.#admin.connect()
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
@@ -184,6 +207,54 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }, 500 * this.#crashes)
     timer.unref()
     return true
+  }
+
+  /**
+   * What this member tells the state-aware assignor at each join (kafkajs
+   * asks synchronously): the partitions it runs, and its local copies with
+   * their positions, so that a partition that must move goes where its
+   * state already is, and a member restarted with its state dir gets its
+   * partitions back.
+   */
+  #advertise(): MemberState {
+    const copies = new Map(this.#copies)
+    const owned: TopicPartition[] = []
+    for (const task of this.#assignments.tasks()) {
+      owned.push({ topic: task.topic, partition: task.partition })
+      const position = task.position
+      if (position !== undefined) copies.set(task.key, { topic: task.topic, partition: task.partition, position })
+    }
+    return { generation: this.#generation, owned, standbys: [], copies: [...copies.values()] }
+  }
+
+  /** The partition stores an earlier process left in stateDir, with their positions (each opened once, read-only use). */
+  async #findLocalCopies(): Promise<void> {
+    const { stateDir, topics } = this.options
+    let names: string[]
+    try {
+      names = await readdir(stateDir)
+    } catch {
+      return
+    }
+    for (const topic of topics) {
+      for (const name of names) {
+        const match = name.startsWith(`${topic}-`) ? /^(\d+)$/.exec(name.slice(topic.length + 1)) : null
+        if (match === null) continue
+        const partition = Number(match[1])
+        try {
+          const store = await PartitionStore.open({ path: join(stateDir, name), create: false })
+          try {
+            const position = store.position(topic, partition)
+            if (position !== undefined) this.#copies.set(name, { topic, partition, position })
+          } finally {
+            await store.close()
+          }
+        } catch (error) {
+          // Not a store (or a damaged one): nothing to advertise; its task restores it as it would anyway.
+          this.options.logger.warn({ job: this.options.job, path: join(stateDir, name), err: error }, 'a directory in stateDir is no partition store that opens; not advertised')
+        }
+      }
+    }
   }
 
   /** This member's id in the group, once it joined. */
