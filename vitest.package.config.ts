@@ -2,11 +2,15 @@ import { defineConfig } from 'vitest/config'
 
 // `npm run test:package`: packs the package, installs the tarball into a
 // fresh app and runs the README's examples and the `tidemark` command there
-// (test/package/pack.package.ts). Not part of `npm test`: the build and the
-// installs take a minute or more. Needs no services.
+// (test/package/pack.package.ts), and compiles the package's declarations
+// under TypeScript x @types/node versions (test/package/types.package.ts).
+// Not part of `npm test`: the build and the installs take a minute or more.
+// Needs no services.
 export default defineConfig({
   test: {
     include: ['test/package/**/*.package.ts'],
+    // Packs once for every file (test/setup/package.ts).
+    globalSetup: ['test/setup/package.ts'],
     setupFiles: ['test/setup/worker.ts'],
     pool: 'forks',
     testTimeout: 120_000,

@@ -1,3 +1,7 @@
+// The declarations use Node's types (Buffer, node:stream, ...): this pulls
+// @types/node into an app's program even when its tsconfig lists no "types"
+// (TypeScript 7's default).
+/// <reference types="node" preserve="true" />
 export { TidemarkError, ERROR_CODES, isTidemarkError } from './errors.js'
 export type { ErrorCode, TidemarkErrorOptions } from './errors.js'
 export * from './store/index.js'

@@ -1,4 +1,8 @@
 // tidemark/kafka: Tidemark's pieces that need a Kafka client (kafkajs).
+// The declarations use Node's types (Buffer, node:stream, ...): this pulls
+// @types/node into an app's program even when its tsconfig lists no "types"
+// (TypeScript 7's default).
+/// <reference types="node" preserve="true" />
 export { KafkaLog, openKafkaLog } from './kafka-log.js'
 export { KAFKA_LOG_DEFAULTS } from './options.js'
 export type { KafkaLogOptions } from './options.js'

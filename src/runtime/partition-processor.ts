@@ -171,6 +171,15 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   constructor(options: PartitionProcessorOptions<E>) {
     super()
+    // Every event also goes to the logger and the metrics channels (observe.ts).
+    // Assigned, not an `override emit`: no typed signature fits the emit of
+    // every @types/node (25+ types it for any event name), and one in the
+    // published declarations broke apps' builds. Callers keep EventEmitter's typing.
+    this.emit = (<K extends keyof ProcessorEvents>(event: K, ...args: ProcessorEvents[K]): boolean => {
+      observeProcessorEvent(this.#logger, this.#metrics, event, args[0])
+      if (!BACKGROUND_EVENTS.has(event)) return super.emit(event, ...(args as never))
+      return callListener(() => super.emit(event, ...(args as never)), true, this.#logger, { topic: this.#o.topic, partition: this.#o.partition, event })
+    }) as this['emit']
     if (options === null || typeof options !== 'object') throw new TypeError('PartitionProcessor options must be an object')
     for (const field of ['job', 'topic', 'path'] as const) {
       if (typeof options[field] !== 'string' || options[field] === '') throw new TypeError(`options.${field} must be a non-empty string, got ${JSON.stringify(options[field])}`)
@@ -225,14 +234,6 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         ownership: (event) => this.emit('ownership', event),
       },
     })
-  }
-
-  // Every event also goes to the logger and the metrics channels (observe.ts).
-  override emit<K extends keyof ProcessorEvents>(event: K, ...args: ProcessorEvents[K]): boolean
-  override emit(event: keyof ProcessorEvents, ...args: unknown[]): boolean {
-    observeProcessorEvent(this.#logger, this.#metrics, event, args[0] as never)
-    if (!BACKGROUND_EVENTS.has(event)) return super.emit(event, ...(args as never))
-    return callListener(() => super.emit(event, ...(args as never)), true, this.#logger, { topic: this.#o.topic, partition: this.#o.partition, event })
   }
 
   /** The partition's claim while this processor holds it (or last held it); undefined without snapshots or before start(). */

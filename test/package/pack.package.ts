@@ -1,9 +1,9 @@
 /**
- * `npm run test:package` (not part of `npm test`: packing, building and two
- * npm installs take a minute or more). Packs Tidemark as `npm publish`
- * would, installs the tarball into a fresh app with nothing but typescript
- * and @types/node (so without the optional peers @aws-sdk/client-s3 and
- * kafkajs), compiles the README's examples there under strict (the files in
+ * `npm run test:package` (not part of `npm test`: packing, building and the
+ * npm installs take a minute or more). Installs the tarball that
+ * test/setup/package.ts packed as `npm publish` would into a fresh app with
+ * nothing but typescript and @types/node (so without the optional peers
+ * @aws-sdk/client-s3 and kafkajs), compiles the README's examples there under strict (the files in
  * examples/readme/, which test/package/readme-examples.test.ts keeps equal to
  * the README's blocks), runs them as ES modules and through require(), and
  * runs the `tidemark` command against the store the processor example made.
@@ -16,13 +16,13 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { devVersion, installApp, pack, root, tarballFiles } from '../../scripts/package/pack.js'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { devVersion, installApp, root, tarballFiles } from '../../scripts/package/pack.js'
 import { makeTempDir, type TempDir } from '../helpers/tmp.js'
 
 const run = promisify(execFile)
 let work: TempDir
-let tarball: string
+const tarball = inject('tarball')
 let app: string
 let out: string
 
@@ -40,7 +40,6 @@ async function inApp(command: string, args: string[]): Promise<{ code: number; s
 
 beforeAll(async () => {
   work = makeTempDir('tidemark-pack-')
-  tarball = await pack(work.path)
   app = join(work.path, 'app')
   await installApp(app, [tarball, `typescript@${await devVersion('typescript')}`, `@types/node@${await devVersion('@types/node')}`])
   await cp(join(root, 'examples', 'readme'), join(app, 'src'), { recursive: true })

@@ -107,17 +107,19 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   /** Partitions of the current assignment whose previous owner left the group: no release will come. */
   #orphaned = new Set<string>()
 
-  // Every event also goes to the logger and the ownership metrics (observe.ts).
-  override emit<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean {
-    observeConsumerEvent(this.options.logger, this.options.job, event, args[0])
-    // Sent from the group's callbacks and the partitions' loops, where a
-    // listener's throw stopped a partition's work or the group's runner: it
-    // is logged, and the listeners after it miss the event.
-    return callListener(() => super.emit(event, ...(args as never)), true, this.options.logger, { job: this.options.job, event })
-  }
-
   constructor(options: StatefulConsumerOptions<V>) {
     super()
+    // Every event also goes to the logger and the ownership metrics (observe.ts).
+    // Assigned, not an `override emit`: no typed signature fits the emit of
+    // every @types/node (25+ types it for any event name), and one in the
+    // published declarations broke apps' builds. Callers keep EventEmitter's typing.
+    this.emit = (<K extends keyof StatefulConsumerEvents>(event: K, ...args: StatefulConsumerEvents[K]): boolean => {
+      observeConsumerEvent(this.options.logger, this.options.job, event, args[0])
+      // Sent from the group's callbacks and the partitions' loops, where a
+      // listener's throw stopped a partition's work or the group's runner: it
+      // is logged, and the listeners after it miss the event.
+      return callListener(() => super.emit(event, ...(args as never)), true, this.options.logger, { job: this.options.job, event })
+    }) as this['emit']
     this.options = resolveConsumerOptions(options)
     const o = this.options
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
