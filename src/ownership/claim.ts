@@ -7,6 +7,7 @@ import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
 import { describe } from '../describe.js'
+import { memberLeaseHolds, type MemberLease } from './member-lease.js'
 
 /**
  * How an acquirer treats a claim that another owner holds:
@@ -42,6 +43,12 @@ export interface AcquireClaimOptions {
   generation?: number
   /** Milliseconds since the Unix epoch (default Date.now); tests move it to expire leases without waiting. */
   clock?: () => number
+  /**
+   * Hold the claim by this process's member lease instead of a lease of its
+   * own (leaseMs is then not given): the claim is renewed by nobody, and
+   * holds while the member lease does.
+   */
+  memberLease?: MemberLease
 }
 
 export const CLAIM_DEFAULTS = Object.freeze({
@@ -117,10 +124,14 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
       throw conflict('newer-generation', `${holder} holds ${where} for consumer-group generation ${held.generation}, newer than this acquirer's ${o.generation}; it is taken only once its lease runs out, or by force without a generation`, key, { ...details, generation: held.generation })
     }
     if (held.leaseUntil !== 0 && o.takeover !== 'force') {
-      if (held.leaseUntil === null) {
+      if (held.leaseUntil === null && held.member !== undefined) {
+        // Held by a process's member lease: live while that lease is.
+        if (await memberLeaseHolds(store, held.member, now)) {
+          throw conflict('live-member', `${holder} holds ${where} by member lease ${held.member}, which has not run out by this host's clock. Retry after it, or pass takeover: 'force' if you know that process is gone`, key, { ...details, member: held.member })
+        }
+      } else if (held.leaseUntil === null) {
         throw conflict('no-lease', `${holder} holds ${where} without a lease; only takeover: 'force' takes it (its consumer group's new assignee, or an operator who knows it is gone)`, key, details)
-      }
-      if (held.leaseUntil > now) {
+      } else if (held.leaseUntil > now) {
         throw conflict('live-lease', `${holder} holds ${where}; its lease runs for ${held.leaseUntil - now} ms more by this host's clock. Retry after it, or pass takeover: 'force' if you know that owner is gone`, key, details)
       }
     }
@@ -138,6 +149,7 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     leaseMs: o.leaseMs,
     leaseUntil: o.leaseMs === null ? null : now + o.leaseMs,
     ...(o.generation === undefined ? {} : { generation: o.generation }),
+    ...(o.memberLease === undefined ? {} : { member: o.memberLease.key }),
     takenAt: now,
   }
   const written = await writeClaim(store, key, record, current?.etag)
@@ -421,13 +433,14 @@ interface ResolvedOptions {
   minEpoch: number
   generation: number | undefined
   clock: () => number
+  memberLease: MemberLease | undefined
 }
 
 function resolveOptions(options: AcquireClaimOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with store, job and partition, got ${describe(options)}`)
   const {
     store, job, partition, owner = `${hostname()}:${process.pid}`, leaseMs = CLAIM_DEFAULTS.leaseMs,
-    takeover = CLAIM_DEFAULTS.takeover, minEpoch = CLAIM_DEFAULTS.minEpoch, generation, clock = Date.now,
+    takeover = CLAIM_DEFAULTS.takeover, minEpoch = CLAIM_DEFAULTS.minEpoch, generation, clock = Date.now, memberLease,
   } = options
   if (typeof store !== 'object' || store === null || typeof store.put !== 'function' || typeof store.head !== 'function') {
     throw new TypeError(`store must be a SnapshotStore, got ${describe(store)}`)
@@ -448,5 +461,11 @@ function resolveOptions(options: AcquireClaimOptions): ResolvedOptions {
     if (!Number.isSafeInteger(generation)) throw new RangeError(`generation (${generation}) must be an integer`)
   }
   if (typeof clock !== 'function') throw new TypeError(`clock must be a function returning milliseconds, got ${typeof clock}`)
-  return { store, job, partition, owner, leaseMs, takeover, minEpoch, generation, clock }
+  if (memberLease !== undefined) {
+    if (typeof memberLease?.ensureLive !== 'function') throw new TypeError(`memberLease must be a MemberLease, got ${describe(memberLease)}`)
+    if (options.leaseMs !== undefined && options.leaseMs !== null) throw new RangeError('leaseMs and memberLease exclude each other: a claim held by a member lease has no lease of its own')
+    if (memberLease.store !== store) throw new RangeError(`memberLease lives in ${memberLease.store.url}, not in the claim's store ${store.url}`)
+    return { store, job, partition, owner, leaseMs: null, takeover, minEpoch, generation, clock, memberLease }
+  }
+  return { store, job, partition, owner, leaseMs, takeover, minEpoch, generation, clock, memberLease }
 }

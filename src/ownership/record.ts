@@ -27,6 +27,12 @@ export interface ClaimRecord {
   leaseUntil: number | null
   /** The consumer group's generation id that assigned the partition, when a group did. */
   generation?: number
+  /**
+   * The key of the member lease (`<job>/_members/<id>.json`) the claim holds
+   * by, for a claim without a lease of its own (leaseMs and leaseUntil null):
+   * it holds while that lease does.
+   */
+  member?: string
   /** When the claim was taken (holder's clock). */
   takenAt: number
   /** When the claim was last renewed (holder's clock). */
@@ -76,6 +82,7 @@ export function parseClaim(body: Buffer, job: string, partition: string): { reco
     if (r[name] !== undefined && !isInteger(r[name], name === 'generation' ? -Infinity : 0)) return { problem: `${name} ${JSON.stringify(r[name])} is not an integer` }
   }
   if (r.lastSnapshot !== undefined && typeof r.lastSnapshot !== 'string') return { problem: `lastSnapshot ${JSON.stringify(r.lastSnapshot)} is not a string` }
+  if (r.member !== undefined && (typeof r.member !== 'string' || r.member === '')) return { problem: `member ${JSON.stringify(r.member)} is not a non-empty string` }
   return { record: value as ClaimRecord }
 }
 

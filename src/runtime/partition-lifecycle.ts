@@ -8,6 +8,7 @@ import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { acquireClaim, type Claim, type ClaimTakeover } from '../ownership/claim.js'
 import { acquireAssigned } from '../ownership/assigned.js'
+import type { MemberLease } from '../ownership/member-lease.js'
 import { PartitionStore, type PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
@@ -44,7 +45,7 @@ export interface LifecycleSnapshotSettings
  *   most once per CLAIM_CHECK_MS.
  */
 export type ClaimPolicy =
-  | { kind: 'lease'; leaseMs: number; takeover: ClaimTakeover; owner?: string; clock: () => number }
+  | { kind: 'lease'; leaseMs: number; takeover: ClaimTakeover; owner?: string; clock: () => number; memberLease?: MemberLease }
   | { kind: 'assigned'; waitMs: number; signal?: AbortSignal }
 
 /** What the lifecycle reports about the partition's claim. */
@@ -159,6 +160,8 @@ export class PartitionLifecycle {
   #scheduler: SnapshotScheduler | undefined
   #claim: Claim | undefined
   #claimWaitMs = 0
+  /** The member lease's expirations when this owner last looked at its claim. */
+  #expirationsSeen = 0
   #renewTimer: NodeJS.Timeout | undefined
   #renewing = false
   #checking = false
@@ -301,11 +304,14 @@ export class PartitionLifecycle {
     if (policy.kind === 'lease') {
       // acquireClaim runs a race again that a force lost to the replaced holder's own renewal.
       const claim = await acquireClaim({
-        store, job: o.job, partition: o.key, minEpoch: listed.newestEpoch, leaseMs: policy.leaseMs, takeover: policy.takeover, clock: policy.clock,
+        store, job: o.job, partition: o.key, minEpoch: listed.newestEpoch, takeover: policy.takeover, clock: policy.clock,
+        ...(policy.memberLease === undefined ? { leaseMs: policy.leaseMs } : { memberLease: policy.memberLease }),
         ...(policy.owner === undefined ? {} : { owner: policy.owner }),
       })
       this.#claim = claim
-      this.#startRenewing(claim)
+      this.#expirationsSeen = policy.memberLease?.expirations ?? 0
+      // A claim held by the process's member lease is renewed by nobody.
+      if (policy.memberLease === undefined) this.#startRenewing(claim)
       // A previous owner that released the claim after that listing may
       // have committed a snapshot it lacks (its last one, recorded in the
       // claim it released): then the restore lists again.
@@ -422,6 +428,21 @@ export class PartitionLifecycle {
     if (policy.kind === 'assigned') {
       this.#checkInBackground(claim)
       return undefined
+    }
+    const member = policy.memberLease
+    if (member !== undefined) {
+      // The member lease proves this process alive; after it ran out (this
+      // process was stopped, its renewals failed) another owner may have
+      // taken the claim, and only a look at it tells.
+      if (!member.expired && member.expirations === this.#expirationsSeen) return undefined
+      return (async () => {
+        await member.ensureLive()
+        this.#expirationsSeen = member.expirations
+        await claim.check()
+      })().catch((error: unknown) => {
+        if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
+        throw error
+      })
     }
     if (claim.leaseUntil === null || policy.clock() < claim.leaseUntil) return undefined
     return claim.renew().catch((error: unknown) => {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import { TidemarkError } from '../errors.js'
 import { assertRevision, type RevisionedLog } from '../log/revisioned-log.js'
 import { CLAIM_DEFAULTS, type Claim, type ClaimTakeover } from '../ownership/claim.js'
+import { MemberLease } from '../ownership/member-lease.js'
 import { jsonCodec, type Codec } from '../store/codec.js'
 import type { PartitionStore, PartitionStoreOptions } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
@@ -45,6 +46,13 @@ export interface OwnershipSettings {
   owner?: string
   /** Milliseconds since the Unix epoch (default Date.now), for the lease; tests move it to expire leases without waiting. */
   clock?: () => number
+  /**
+   * Hold the claim by this process's member lease (MemberLease.start()),
+   * shared by every processor of the process, instead of a lease of its own
+   * renewed per partition: renewal requests then do not grow with the
+   * partitions a process owns (docs/ownership.md, "Member leases"). Excludes leaseMs.
+   */
+  memberLease?: MemberLease
 }
 
 export interface PartitionProcessorOptions<E> {
@@ -439,7 +447,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   }
 }
 
-type ResolvedOwnership = Readonly<Required<Omit<OwnershipSettings, 'owner'>> & Pick<OwnershipSettings, 'owner'>>
+type ResolvedOwnership = Readonly<Required<Omit<OwnershipSettings, 'owner' | 'memberLease'>> & Pick<OwnershipSettings, 'owner' | 'memberLease'>>
 
 function resolveOwnership(value: OwnershipSettings | undefined, snapshots: SnapshotSettings | undefined): ResolvedOwnership | undefined {
   if (snapshots === undefined) {
@@ -448,7 +456,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   }
   checkClaimStore(snapshots.store, 'options.snapshots.store')
   if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${describe(value)}`)
-  const known = ['leaseMs', 'takeover', 'owner', 'clock']
+  const known = ['leaseMs', 'takeover', 'owner', 'clock', 'memberLease']
   for (const name of Object.keys(value ?? {})) {
     if (!known.includes(name)) throw new RangeError(`unknown option options.ownership.${name}; known: ${known.join(', ')}`)
   }
@@ -459,7 +467,14 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   if (takeover !== 'if-expired' && takeover !== 'force') throw new RangeError(`options.ownership.takeover must be 'if-expired' or 'force', got ${JSON.stringify(takeover)}`)
   if (owner !== undefined && (typeof owner !== 'string' || owner === '')) throw new TypeError(`options.ownership.owner must be a non-empty string, got ${JSON.stringify(owner)}`)
   if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)
-  return Object.freeze({ leaseMs, takeover, clock, ...(owner === undefined ? {} : { owner }) })
+  const memberLease = value?.memberLease
+  if (memberLease !== undefined) {
+    if (!(memberLease instanceof MemberLease)) throw new TypeError(`options.ownership.memberLease must be a MemberLease (MemberLease.start()), got ${describe(memberLease)}`)
+    if (value?.leaseMs !== undefined) throw new RangeError('options.ownership.leaseMs and options.ownership.memberLease exclude each other: a claim held by the member lease has no lease of its own')
+    if (memberLease.store !== snapshots.store) throw new RangeError(`options.ownership.memberLease lives in ${memberLease.store.url}, not in options.snapshots.store (${snapshots.store.url})`)
+    if (memberLease.state !== 'held') throw new RangeError(`options.ownership.memberLease is ${memberLease.state}: start a new one`)
+  }
+  return Object.freeze({ leaseMs, takeover, clock, ...(owner === undefined ? {} : { owner }), ...(memberLease === undefined ? {} : { memberLease }) })
 }
 
 /**

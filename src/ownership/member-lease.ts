@@ -1,0 +1,241 @@
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import { isTidemarkError, TidemarkError } from '../errors.js'
+import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { SnapshotLayout } from '../snapshot/layout.js'
+import { describe } from '../describe.js'
+
+/** The `format` of a member lease object; one of another format is unreadable to this version. */
+export const MEMBER_LEASE_FORMAT = 'tidemark-member/1'
+
+/** A member lease object is a few hundred bytes; a larger one is not one. */
+const MAX_MEMBER_BYTES = 16 * 1024
+
+/**
+ * The body of `<job>/_members/<id>.json`: the liveness of one process
+ * (docs/ownership.md, "Member leases"). Every claim the process takes with
+ * this lease names its key instead of carrying a lease of its own.
+ */
+export interface MemberLeaseRecord {
+  format: typeof MEMBER_LEASE_FORMAT
+  job: string
+  /** Random, one per MemberLease: the object's name. */
+  id: string
+  owner: { name: string; host: string; pid: number }
+  leaseMs: number
+  /** Until when (ms since the Unix epoch, by the holder's clock) the process is alive; 0 once released. */
+  leaseUntil: number
+  startedAt: number
+  renewedAt?: number
+  releasedAt?: number
+}
+
+export interface MemberLeaseOptions {
+  /** The snapshot store of the job's claims (it must write conditionally). */
+  store: SnapshotStore
+  job: string
+  /** How long the lease holds without a renewal; renewed every third of it. Default 30 s. */
+  leaseMs?: number
+  /** A name for humans (default `<host>:<pid>`). */
+  owner?: string
+  /** Milliseconds since the Unix epoch (default Date.now); tests move it. */
+  clock?: () => number
+  /** A renewal failed with a store error (the next tick retries); the lease object was changed by someone else (lost). Must not throw. */
+  onEvent?: (event: { type: 'renew-failed' | 'lost'; error: TidemarkError }) => void
+}
+
+export const MEMBER_LEASE_DEFAULTS = Object.freeze({ leaseMs: 30_000 })
+
+/**
+ * One lease for every claim of a process: the process renews this one
+ * object every third of `leaseMs`, and its claims (taken with
+ * `ownership: { memberLease }`) hold while it does, so renewal requests do
+ * not grow with the partitions a process owns. A claim whose member lease
+ * has run out (the process was killed or stopped) is taken by the next
+ * owner as an expired claim is; the stopped process, when it resumes,
+ * looks at its claims before its next commit (expirations grew) and stops
+ * the partitions it lost.
+ */
+export class MemberLease {
+  readonly store: SnapshotStore
+  readonly job: string
+  readonly id: string
+  readonly key: string
+  readonly leaseMs: number
+  #record: MemberLeaseRecord
+  #etag: string
+  #state: 'held' | 'released' | 'lost' = 'held'
+  #expirations = 0
+  #timer: NodeJS.Timeout | undefined
+  #renewing: Promise<void> | undefined
+  readonly #clock: () => number
+  readonly #onEvent: NonNullable<MemberLeaseOptions['onEvent']>
+
+  private constructor(options: Required<Omit<MemberLeaseOptions, 'owner'>>, record: MemberLeaseRecord, etag: string) {
+    this.store = options.store
+    this.job = record.job
+    this.id = record.id
+    this.key = memberKey(record.job, record.id)
+    this.leaseMs = record.leaseMs
+    this.#record = record
+    this.#etag = etag
+    this.#clock = options.clock
+    this.#onEvent = options.onEvent
+  }
+
+  /** Writes the lease (create-only) and renews it on an unref'd timer until release(). */
+  static async start(options: MemberLeaseOptions): Promise<MemberLease> {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`MemberLease options must be an object, got ${describe(options)}`)
+    const { store, job, leaseMs = MEMBER_LEASE_DEFAULTS.leaseMs, owner = `${hostname()}:${process.pid}`, clock = Date.now, onEvent = () => undefined } = options
+    if (typeof store?.put !== 'function') throw new TypeError(`options.store must be a SnapshotStore, got ${describe(store)}`)
+    if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
+      throw new RangeError(`options.store (${store.url}) cannot hold a member lease: it needs capabilities.conditionalPut and capabilities.compareAndSwap`)
+    }
+    // The job is checked as the snapshot layout checks it.
+    const layoutJob = new SnapshotLayout(job, 0).job
+    // Renewed on a timer every third of it, and timers hold at most 2^31 - 1 ms.
+    if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 3 || leaseMs > 2 ** 31 - 1) throw new RangeError(`options.leaseMs must be an integer from 3 to ${2 ** 31 - 1} (ms), got ${describe(leaseMs)}`)
+    if (typeof owner !== 'string' || owner === '') throw new TypeError(`options.owner must be a non-empty string, got ${describe(owner)}`)
+    if (typeof clock !== 'function') throw new TypeError(`options.clock must be a function returning milliseconds, got ${describe(clock)}`)
+    if (typeof onEvent !== 'function') throw new TypeError(`options.onEvent must be a function, got ${describe(onEvent)}`)
+    const now = clock()
+    const record: MemberLeaseRecord = {
+      format: MEMBER_LEASE_FORMAT, job: layoutJob, id: randomBytes(8).toString('hex'),
+      owner: { name: owner, host: hostname(), pid: process.pid }, leaseMs, leaseUntil: now + leaseMs, startedAt: now,
+    }
+    const key = memberKey(layoutJob, record.id)
+    const written = await store.put(key, serialize(record), { ifNoneMatch: true })
+    const etag = written.etag ?? (await store.head(key))?.etag
+    if (etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${store.url} reported no etag for '${key}', which a member lease needs`, { details: { key } })
+    const lease = new MemberLease({ store, job: layoutJob, leaseMs, clock, onEvent }, record, etag)
+    lease.#timer = setInterval(() => void lease.#tick(), Math.max(1, Math.floor(leaseMs / 3)))
+    // The lease must not keep a process alive that has nothing else to do.
+    lease.#timer.unref()
+    return lease
+  }
+
+  /** Until when the lease holds by this host's clock; 0 once released. */
+  get leaseUntil(): number {
+    return this.#record.leaseUntil
+  }
+
+  /** The lease has run out by this host's clock (its owner must renew it before it commits anything more). */
+  get expired(): boolean {
+    return this.#clock() >= this.#record.leaseUntil
+  }
+
+  get state(): 'held' | 'released' | 'lost' {
+    return this.#state
+  }
+
+  /**
+   * How many times this lease was found run out by this host's clock before
+   * a renewal: each time, another process may have taken this process's
+   * claims meanwhile, so each claim is looked at again before its next commit.
+   */
+  get expirations(): number {
+    return this.#expirations
+  }
+
+  /**
+   * Renews now when the lease has run out by this host's clock (counting an
+   * expiration); resolves at once while it holds. Fails when the renewal
+   * fails: nothing may be committed on a lease that cannot be proven.
+   */
+  async ensureLive(): Promise<void> {
+    if (!this.expired) return
+    await this.renew()
+  }
+
+  /** Extends the lease to leaseMs from now (a compare-and-swap: one PUT). */
+  renew(): Promise<void> {
+    this.#renewing ??= this.#renew().finally(() => { this.#renewing = undefined })
+    return this.#renewing
+  }
+
+  async #renew(): Promise<void> {
+    if (this.#state !== 'held') throw this.#notHeld()
+    const now = this.#clock()
+    if (now >= this.#record.leaseUntil) this.#expirations++
+    await this.#write({ ...this.#record, leaseUntil: now + this.leaseMs, renewedAt: now })
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#state !== 'held' || this.#renewing !== undefined) return
+    try {
+      await this.renew()
+    } catch (error) {
+      // A lost lease was reported by #write already.
+      if ((this.#state as string) === 'lost') return
+      this.#onEvent({ type: 'renew-failed', error: isTidemarkError(error) ? error : new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `renewing member lease ${this.key} failed`, { cause: error, retriable: true }) })
+    }
+  }
+
+  /** Stops renewing and marks the lease released (leaseUntil 0). Call after every claim named by it was released. */
+  async release(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#timer = undefined
+    await this.#renewing?.catch(() => undefined)
+    if (this.#state !== 'held') return
+    await this.#write({ ...this.#record, leaseUntil: 0, releasedAt: this.#clock() })
+    this.#state = 'released'
+  }
+
+  async #write(record: MemberLeaseRecord): Promise<void> {
+    try {
+      const written = await this.store.put(this.key, serialize(record), { ifMatch: this.#etag })
+      const etag = written.etag ?? (await this.store.head(this.key))?.etag
+      if (etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${this.store.url} reported no etag for '${this.key}'`, { details: { key: this.key } })
+      this.#etag = etag
+      this.#record = record
+    } catch (error) {
+      if (!isTidemarkError(error, 'TIDEMARK_DFS_PRECONDITION_FAILED')) throw error
+      // Nobody else writes a member's object: changed, it was removed or
+      // replaced by hand, and this process can no longer prove it is alive.
+      this.#state = 'lost'
+      if (this.#timer !== undefined) clearInterval(this.#timer)
+      const lost = new TidemarkError('TIDEMARK_OWNERSHIP_LOST', `member lease ${this.key} was changed by someone else; this process's claims no longer hold`, { cause: error, details: { key: this.key, reason: 'member-lease-changed' } })
+      this.#onEvent({ type: 'lost', error: lost })
+      throw lost
+    }
+  }
+
+  #notHeld(): TidemarkError {
+    return new TidemarkError('TIDEMARK_OWNERSHIP_LOST', `member lease ${this.key} is ${this.#state}`, { details: { key: this.key, reason: this.#state } })
+  }
+}
+
+/** The key of a member lease object: beside the job's partitions, under a name no partition has (partitions are digits or `<topic>-<n>`). */
+export function memberKey(job: string, id: string): string {
+  return `${job}/_members/${id}.json`
+}
+
+/**
+ * Whether the member lease at `key` holds at `now` (the acquirer's clock):
+ * it exists, reads as a member lease, is not released, and has not run out.
+ * A lease object that cannot be read holds nothing.
+ */
+export async function memberLeaseHolds(store: SnapshotStore, key: string, now: number): Promise<boolean> {
+  const info = await store.head(key)
+  if (info === undefined || info.size > MAX_MEMBER_BYTES) return false
+  let body: Buffer
+  try {
+    const chunks: Buffer[] = []
+    for await (const chunk of await store.get(key)) chunks.push(chunk as Buffer)
+    body = Buffer.concat(chunks)
+  } catch (error) {
+    if (isTidemarkError(error, 'TIDEMARK_DFS_NOT_FOUND')) return false
+    throw error
+  }
+  let record: Partial<MemberLeaseRecord>
+  try {
+    record = JSON.parse(body.toString('utf8')) as Partial<MemberLeaseRecord>
+  } catch {
+    return false
+  }
+  return record.format === MEMBER_LEASE_FORMAT && typeof record.leaseUntil === 'number' && record.leaseUntil > now
+}
+
+function serialize(record: MemberLeaseRecord): Buffer {
+  return Buffer.from(`${JSON.stringify(record, null, 2)}\n`, 'utf8')
+}
