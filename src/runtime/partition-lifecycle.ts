@@ -14,7 +14,8 @@ import type { StateDefinition } from '../store/state.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
 import { prefetchSnapshot, type Prefetch } from '../snapshot/prefetch.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult, type SkippedSnapshot } from '../snapshot/restore.js'
+import type { SnapshotFollower } from '../snapshot/follow.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
 import { errorFields, type Logger } from '../logging/logger.js'
@@ -93,6 +94,12 @@ export interface PartitionLifecycleOptions {
   events: LifecycleEvents
   /** Called once, when the partition stops on a failure (the first one). */
   onFailure?(error: unknown): void
+  /**
+   * A warm copy of the partition's snapshots that this process kept as a
+   * standby: stopped once the claim is held, and its files handed to the
+   * restore, which then downloads only what came after its last sync.
+   */
+  standby?: SnapshotFollower
 }
 
 /** Where a start found its state. */
@@ -236,8 +243,8 @@ export class PartitionLifecycle {
         o.events.phase?.('claimed')
         if (current) known = listed
         if (prefetch === undefined) await removeStalePrefetch(o.path)
-        const reuse = await prefetch?.stop()
-        if (reuse !== undefined) o.events.phase?.(`prefetched ${reuse.length} files`)
+        const reuse = await prefetch?.stop() ?? await this.#standbyFiles()
+        if (reuse !== undefined) o.events.phase?.(`reusing ${reuse.length} files`)
         const meter = o.events.progress === undefined ? undefined : new ProgressMeter('restore', o.events.progress)
         restored = await restoreSnapshot({
           snapshotStore: store,
@@ -251,7 +258,11 @@ export class PartitionLifecycle {
           logger: o.logger,
           knownManifests: known,
           ...(reuse === undefined ? {} : { reuse }),
-        }).finally(() => prefetch?.dispose())
+        }).finally(async () => {
+          // The restored store holds its own links to the files.
+          await prefetch?.dispose()
+          await o.standby?.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, err: error }, 'removing the standby copy failed'))
+        })
         meter?.finish()
         skipped = this.#skipped(restored, listed)
       } else {
@@ -297,6 +308,14 @@ export class PartitionLifecycle {
     return PartitionStore.open({ ...o.store, path: o.path, states: o.outputs.states(o.states) })
   }
 
+  /** The standby copy's files, once its follower stopped (a sync must not remove what the restore links). */
+  async #standbyFiles(): Promise<ReusableFile[] | undefined> {
+    const standby = this.#o.standby
+    if (standby === undefined) return undefined
+    await standby.stop()
+    return standby.reusableFiles()
+  }
+
   /** Resolves true when `listed` is current for the claim taken. */
   async #acquire(store: SnapshotStore, listed: VerifiedManifests, onPrefetch: (p: Prefetch) => void): Promise<boolean> {
     const o = this.#o
@@ -327,7 +346,7 @@ export class PartitionLifecycle {
       // store is there: the restore may use it as it is.
       onWait: () => {
         const newest = listed.valid[0]?.manifest
-        if (newest === undefined || existsSync(o.path)) return
+        if (newest === undefined || existsSync(o.path) || o.standby !== undefined) return
         o.events.phase?.('prefetching')
         prefetch = prefetchSnapshot({
           snapshotStore: store, job: o.job, partition: o.key, manifest: newest, dir: `${o.path}.prefetch`,

@@ -135,6 +135,18 @@ export interface StatefulConsumerOptions<V = unknown> {
    * release). Every member of a group must offer a common one.
    */
   partitionAssigners?: PartitionAssigner[]
+  /**
+   * Warm standbys (Kafka Streams' num.standby.replicas): the state-aware
+   * assignor names this many standby members per partition, and each keeps
+   * a copy of the partition's snapshots warm by following them in the
+   * snapshot store (SnapshotFollower: only new table files are downloaded;
+   * no broker load, no replay). A member assigned a partition it is standby
+   * for restores from that copy and downloads only the delta since its last
+   * sync. Needs snapshots and the default assignor. Default 0.
+   */
+  standbys?: number
+  /** How standby copies are kept: how often each looks for a new snapshot, and its bandwidth and disk budget. */
+  standby?: { intervalMs?: number; maxBytesPerSecond?: number; maxDiskBytes?: number }
   /** Where the consumer, its partitions' snapshotters and restores log (pino-compatible); nothing is logged without one. kafkajs's own logging is `kafka.logCreator`. */
   logger?: Logger
 }
@@ -144,6 +156,7 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   concurrency: 4,
   handoffTimeoutMs: 30_000,
   handoffWaitMs: 10_000,
+  standbyIntervalMs: 5_000,
   startFrom: 'earliest' as const,
   onTruncated: 'fail' as const,
   onDecodeError: 'stop' as const,
@@ -188,6 +201,8 @@ export interface ResolvedConsumerOptions<V> {
   readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'>
   /** undefined: the state-aware assignor, which the consumer creates (it needs the consumer's local state). */
   readonly partitionAssigners: readonly PartitionAssigner[] | undefined
+  readonly standbys: number
+  readonly standby: { readonly intervalMs: number; readonly maxBytesPerSecond: number; readonly maxDiskBytes: number }
   readonly logger: Logger
 }
 
@@ -195,7 +210,7 @@ const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
   'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
-  'partitionAssigners',
+  'partitionAssigners', 'standbys', 'standby',
 ])
 
 /** Checks the options once, naming the field that is wrong. */
@@ -250,6 +265,12 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   if (typeof kafka !== 'object' || kafka === null) throw new TypeError(`options.kafka must be an object of kafkajs options, got ${describe(kafka)}`)
   // kafkajs would take them from here and drop ours: one place says which assignors run.
   if ('partitionAssigners' in kafka) throw new TypeError('options.kafka.partitionAssigners is not read: pass options.partitionAssigners')
+  const standbys = integer(options.standbys ?? 0, 'options.standbys', 0, 16)
+  if (standbys > 0 && options.snapshots === undefined) throw new TypeError('options.standbys needs options.snapshots: a standby follows the partition\'s snapshots')
+  if (standbys > 0 && options.partitionAssigners !== undefined) throw new TypeError('options.standbys needs the default assignor (the state-aware one names the standbys); leave options.partitionAssigners unset')
+  const standby = options.standby ?? {}
+  if (typeof standby !== 'object' || standby === null) throw new TypeError(`options.standby must be an object, got ${describe(standby)}`)
+  for (const key of Object.keys(standby)) if (!['intervalMs', 'maxBytesPerSecond', 'maxDiskBytes'].includes(key)) throw new TypeError(`options.standby.${key} is not an option of standby copies`)
   const assigners = options.partitionAssigners
   if (assigners !== undefined && (!Array.isArray(assigners) || assigners.length === 0 || !assigners.every((a) => typeof a === 'function'))) {
     throw new TypeError(`options.partitionAssigners must be a non-empty array of kafkajs PartitionAssigner functions, got ${describe(assigners)}`)
@@ -278,6 +299,12 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     consumer,
     kafka,
     partitionAssigners: assigners === undefined ? undefined : Object.freeze([...assigners]),
+    standbys,
+    standby: Object.freeze({
+      intervalMs: integer(standby.intervalMs ?? CONSUMER_DEFAULTS.standbyIntervalMs, 'options.standby.intervalMs', 1, 2 ** 31 - 1),
+      maxBytesPerSecond: integer(standby.maxBytesPerSecond ?? 0, 'options.standby.maxBytesPerSecond', 0, Number.MAX_SAFE_INTEGER),
+      maxDiskBytes: integer(standby.maxDiskBytes ?? 0, 'options.standby.maxDiskBytes', 0, Number.MAX_SAFE_INTEGER),
+    }),
     logger: checkLogger(options.logger, 'options.logger'),
   })
 }

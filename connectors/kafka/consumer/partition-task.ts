@@ -4,6 +4,7 @@ import { TidemarkError } from '../../../src/errors.js'
 import { decodeFailed } from '../../../src/store/codec.js'
 import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
+import type { SnapshotFollower } from '../../../src/snapshot/follow.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
 import type { ConsumerRecord, ResolvedConsumerOptions } from './options.js'
 import { PartitionOutputs } from '../../../src/outputs/partition-outputs.js'
@@ -127,8 +128,12 @@ export class PartitionTask<V> {
   /** Names the step that the debug timings of a start or a close report. */
   #phase: ((step: string) => void) | undefined
 
-  /** `waitMs`: how long to wait for the previous owner's release (handoff.waitMs; 0 when that owner left the group). */
-  constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices, claim: { waitMs: number } = { waitMs: options.handoff.waitMs }) {
+  /**
+   * `waitMs`: how long to wait for the previous owner's release
+   * (handoff.waitMs; 0 when that owner left the group). `standby`: this
+   * member's warm copy of the partition, which the restore starts from.
+   */
+  constructor(tp: TopicPartition, options: ResolvedConsumerOptions<V>, services: TaskServices, claim: { waitMs: number; standby?: SnapshotFollower } = { waitMs: options.handoff.waitMs }) {
     this.topic = tp.topic
     this.partition = tp.partition
     this.key = partitionKey(tp)
@@ -153,6 +158,7 @@ export class PartitionTask<V> {
       store: options.store,
       ...(options.snapshots === undefined ? {} : { snapshots: options.snapshots, claim: { kind: 'assigned', waitMs: claim.waitMs, signal: this.#cancel.signal } }),
       allowEmpty: true,
+      ...(claim.standby === undefined ? {} : { standby: claim.standby }),
       ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
       outputs: this.#outputs,
       logger: options.logger,

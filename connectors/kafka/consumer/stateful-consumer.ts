@@ -10,6 +10,7 @@ import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/sna
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AssignmentHandler } from './assignments.js'
+import { SnapshotFollower, type SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
 import type { LocalCopy, MemberState } from './assignor-metadata.js'
@@ -56,6 +57,8 @@ export interface StatefulConsumerEvents {
   outputs: [TopicPartition & { event: OutputsEvent }]
   /** A partition's claim: a failed release, the claim lost to another owner (docs/ownership.md). */
   ownership: [TopicPartition & { event: OwnershipEvent }]
+  /** A standby copy of a partition (options.standbys): synced to a new snapshot, a snapshot skipped, a sync failed. */
+  standby: [TopicPartition & { event: SnapshotFollowerEvent }]
   /** kafkajs's consumer crashed (its error is the cause of a TIDEMARK_LOG_UNAVAILABLE); with restart it rejoins by itself. */
   crash: [{ error: TidemarkError; restart: boolean }]
 }
@@ -106,6 +109,11 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #generation = 0
   /** Partitions of the current assignment whose previous owner left the group: no release will come. */
   #orphaned = new Set<string>()
+  /** The standby copies this member keeps, by partition key. */
+  readonly #standbys = new Map<string, SnapshotFollower>()
+  readonly #standbyOf = new Map<string, TopicPartition>()
+  /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
+  #handover = new Map<string, SnapshotFollower>()
 
   constructor(options: StatefulConsumerOptions<V>) {
     super()
@@ -128,12 +136,17 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       allowAutoTopicCreation: true,
       maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs,
       ...o.consumer,
-      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#advertise() })])],
+      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#advertise(), standbys: o.standbys })])],
     })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
     this.#assignments = new AssignmentHandler<V>({
-      createTask: (tp) => new PartitionTask<V>(tp, o, services, { waitMs: this.#orphaned.has(partitionKey(tp)) ? 0 : o.handoff.waitMs }),
+      createTask: (tp) => {
+        const key = partitionKey(tp)
+        const standby = this.#handover.get(key)
+        this.#handover.delete(key)
+        return new PartitionTask<V>(tp, o, services, { waitMs: this.#orphaned.has(key) ? 0 : o.handoff.waitMs, ...(standby === undefined ? {} : { standby }) })
+      },
       pause: (tp) => this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }]),
       resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
       seek: (tp, offset) => this.#seek(tp, offset),
@@ -162,6 +175,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       this.#generation = info?.generation ?? this.#generation
       this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
+      this.#followStandbys(info?.standbys ?? [], partitions)
       const change = this.#assignments.assign(partitions)
       this.emit('assignment', { partitions, ...change })
     })
@@ -226,7 +240,50 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       const position = task.position
       if (position !== undefined) copies.set(task.key, { topic: task.topic, partition: task.partition, position })
     }
-    return { generation: this.#generation, owned, standbys: [], copies: [...copies.values()] }
+    const standbys: TopicPartition[] = []
+    for (const [key, follower] of this.#standbys) {
+      const tp = this.#standbyOf.get(key)!
+      standbys.push(tp)
+      const status = follower.status()
+      const position = status.snapshot?.positions.find((p) => p.topic === tp.topic && p.partition === tp.partition)?.offset
+      if (position === undefined || (copies.get(key)?.position ?? -1n) >= position) continue
+      copies.set(key, { ...tp, position, snapshot: status.snapshot!.id, lag: { snapshots: status.snapshotsBehind, bytes: status.bytesBehind } })
+    }
+    return { generation: this.#generation, owned, standbys, copies: [...copies.values()] }
+  }
+
+  /**
+   * Starts a follower for each partition this member is now standby for,
+   * and removes the copies it no longer keeps; the copy of a partition that
+   * became active here goes to its task, whose restore starts from it.
+   */
+  #followStandbys(standbys: readonly TopicPartition[], active: readonly TopicPartition[]): void {
+    const o = this.options
+    if (o.snapshots === undefined) return
+    const wanted = new Map(standbys.map((tp) => [partitionKey(tp), tp]))
+    const activeKeys = new Set(active.map(partitionKey))
+    for (const [key, follower] of this.#standbys) {
+      if (wanted.has(key)) continue
+      this.#standbys.delete(key)
+      const tp = this.#standbyOf.get(key)!
+      this.#standbyOf.delete(key)
+      if (activeKeys.has(key) && this.#assignments.current(tp.topic, tp.partition) === undefined) {
+        this.#handover.set(key, follower)
+        continue
+      }
+      void follower.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, key, err: error }, 'removing a standby copy failed'))
+    }
+    for (const [key, tp] of wanted) {
+      if (this.#standbys.has(key)) continue
+      const follower = new SnapshotFollower({
+        snapshotStore: o.snapshots.store, job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
+        maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
+        onEvent: (event) => this.emit('standby', { ...tp, event }),
+      })
+      follower.start({ intervalMs: o.standby.intervalMs })
+      this.#standbys.set(key, follower)
+      this.#standbyOf.set(key, tp)
+    }
   }
 
   /** The partition stores an earlier process left in stateDir, with their positions (each opened once, read-only use). */
@@ -320,6 +377,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       }
     }
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
+    // Standby copies stop where they are: a restart with this stateDir takes them up again.
+    await Promise.all([...this.#standbys.values()].map((f) => f.stop()))
     const partitions = await this.#assignments.closeAll()
     await this.#consumer.disconnect().catch(() => undefined)
     await this.#assignments.drained()

@@ -1,0 +1,94 @@
+// Warm standbys (options.standbys): a member keeps copies of the partitions
+// it is standby for by following their snapshots, and when one of them is
+// assigned to it, restores from that copy: only what came after its last
+// sync is downloaded (here nothing: the copy is at the newest snapshot).
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StatefulConsumer, type PartitionStarted } from '../../connectors/kafka/index.js'
+import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type WordEvent } from './fixture.js'
+
+const PARTITIONS = [0, 1, 2, 3]
+
+describe('StatefulConsumer: standbys', () => {
+  it('a standby restores a partition it takes over from its warm copy, downloading nothing', async () => {
+    const { brokers } = kafkaService()
+    const { producer } = await openProducer(brokers)
+    onTestFinished(() => producer.disconnect())
+    const topic = randomName('kc-standby')
+    const job = randomName('job')
+    const store = new FsSnapshotStore({ root: tempDir() })
+    onTestFinished(() => store.close())
+    const options = (handoff: boolean) => consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, {
+      snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },
+      standbys: 1,
+      standby: { intervalMs: 50 },
+      handoff: { snapshot: handoff },
+    })
+    const a = new StatefulConsumer<WordEvent>(options(false))
+    onTestFinished(async () => { await a.close() })
+    const b = new StatefulConsumer<WordEvent>(options(true))
+    onTestFinished(async () => { await b.close() })
+    const first = await produceWords(producer, topic, PARTITIONS, 200)
+    await a.start()
+    await committedThrough([a], first)
+    // B joins: two partitions move to it, and each member is standby for the other's.
+    await b.start()
+    await until(() => running(a) === 2 && running(b) === 2, a, b)
+    // A's partitions' newest snapshots (every 100 records: the last at the end), and B's copies of them.
+    const aPartitions = a.partitions().map((p) => p.partition)
+    const newest = new Map<number, string>()
+    a.on('snapshot', (s) => {
+      if (s.result.positions[0]?.offset === 399n) newest.set(s.partition, s.result.id)
+    })
+    const synced = new Map<number, string>()
+    b.on('standby', (s) => {
+      if (s.event.type === 'synced') synced.set(s.partition, s.event.snapshot.id)
+    })
+    const more = await produceWords(producer, topic, PARTITIONS, 200, 100, 1)
+    await committedThrough([a, b], more)
+    await until(() => aPartitions.every((p) => newest.has(p) && synced.get(p) === newest.get(p)), a, b)
+    // A leaves without a hand-off snapshot: B takes its partitions from its copies.
+    const taken = nextStarts(b, 2)
+    await a.close()
+    const starts = await taken
+    expect(starts.map((s) => s.partition).sort()).toEqual([...aPartitions].sort())
+    for (const s of starts) expect(s).toMatchObject({ source: 'snapshot', snapshot: newest.get(s.partition), bytesDownloaded: 0 })
+    const last = await produceWords(producer, topic, PARTITIONS, 50, 50, 2)
+    await committedThrough([b], last)
+    const records = byPartition([...first, ...more, ...last])
+    for (const p of PARTITIONS) expect(await readState(b.store(topic, p)!)).toEqual(fold(records.get(`${topic}-${p}`)!))
+  })
+})
+
+function running(c: StatefulConsumer<WordEvent>): number {
+  return c.partitions().filter((p) => p.state === 'running').length
+}
+
+/** Resolves when `ready()` holds, looked at after every event of the consumers that could change it. */
+function until(ready: () => boolean, ...consumers: Array<StatefulConsumer<WordEvent>>): Promise<void> {
+  const events = ['assignment', 'partition-started', 'partition-closed', 'commit', 'snapshot', 'standby'] as const
+  return new Promise((resolve) => {
+    const check = (): void => {
+      if (!ready()) return
+      for (const c of consumers) for (const e of events) c.off(e, check)
+      resolve()
+    }
+    for (const c of consumers) for (const e of events) c.on(e, check)
+    check()
+  })
+}
+
+function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
+  return new Promise((resolve) => {
+    const seen: PartitionStarted[] = []
+    const on = (s: PartitionStarted): void => {
+      seen.push(s)
+      if (seen.length < count) return
+      consumer.off('partition-started', on)
+      resolve(seen)
+    }
+    consumer.on('partition-started', on)
+  })
+}
