@@ -19,8 +19,8 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 import { PartitionStore } from '../../src/index.js'
-import { demoEvent } from './events.js'
-import { TOPIC, totals } from './job.js'
+import { demoEvent, KEYS } from './events.js'
+import { JOB, TOPIC, totals } from './job.js'
 import { ensureBucket, openSource, type DemoTarget } from './source.js'
 
 const USAGE = `usage: npm start -- [--events N] [--keep] [--kafka BROKERS] [--s3 URL]
@@ -93,7 +93,8 @@ const target: DemoTarget = {
   ...(options.s3 === undefined ? {} : { s3: options.s3.includes('?') ? options.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${options.s3}/${randomBytes(4).toString('hex')}` }),
 }
 
-type Line = Record<string, unknown> & { type: string }
+/** A line the worker printed, and when the supervisor read it (ms, performance.now()). */
+type Line = Record<string, unknown> & { type: string; readAt: number }
 
 /** Runs an owner; SIGKILLs it once it has committed past killAfter (if given). */
 async function runOwner(storePath: string, takeover: 'if-expired' | 'force', killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
@@ -101,7 +102,7 @@ async function runOwner(storePath: string, takeover: 'if-expired' | 'force', kil
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   const lines: Line[] = []
   for await (const text of createInterface({ input: child.stdout })) {
-    const line = JSON.parse(text) as Line
+    const line = { ...(JSON.parse(text) as Record<string, unknown>), readAt: performance.now() } as Line
     lines.push(line)
     // The kill waits for a first snapshot, so that the next owner has one to restore.
     if (killAfter !== undefined && line.type === 'commit' && (line.offset as number) >= killAfter && lines.some((l) => l.type === 'snapshot')) {
@@ -116,11 +117,12 @@ async function runOwner(storePath: string, takeover: 'if-expired' | 'force', kil
 
 const of = (lines: Line[], type: string): Line[] => lines.filter((l) => l.type === type)
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(2)} MB`
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`
 
 try {
   const t0 = performance.now()
-  if (options.keep) console.log(`working directory (kept): ${dir}`)
-  console.log(`generating ${total} events into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}`)
+  console.log(`working directory: ${dir}${options.keep ? ' (kept: --keep)' : ''}`)
+  console.log(`generating ${total} events (offsets 0 to ${total - 1}) into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}: sales of keys user-00000 to user-${String(KEYS - 1).padStart(5, '0')}, to be summed per key`)
   await ensureBucket(target)
   const log = await openSource(target)
   for (let i = 0; i < total; i += 5000) {
@@ -131,16 +133,28 @@ try {
   const killAt = Math.floor(total * (0.3 + Math.random() * 0.5))
   const first = await runOwner(join(dir, 'owner-1'), 'if-expired', killAt)
   const lastCommit = of(first.lines, 'commit').at(-1)?.offset as number
-  console.log(`owner 1: processed from offset 0, killed with SIGKILL after committing offset ${lastCommit} (${of(first.lines, 'snapshot').length} snapshots taken)`)
+  const firstSnapshots = of(first.lines, 'snapshot')
+  const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
+  const ranMs = of(first.lines, 'commit').at(-1)!.readAt - of(first.lines, 'started')[0]!.readAt
+  console.log(`owner 1: processed and committed offsets 0 to ${lastCommit} (${lastCommit + 1} events) in ${seconds(ranMs)}, then was killed with SIGKILL (at a random offset, once its first snapshot had finished)`)
+  console.log(`owner 1: ${plural(firstSnapshots.length, 'snapshot')} finished in that time, at ${firstSnapshots.length === 1 ? 'offset' : 'offsets'} ${firstSnapshots.map((s) => s.offset).join(', ')} `
+    + `(a snapshot starts when ${target.snapshotEvery} events were committed since the previous one started and none is running; processing does not wait for it)`)
 
   // Owner 1's claim on the partition is still live (its lease runs on after
   // the SIGKILL); this supervisor saw it die, so owner 2 takes over by force.
   const second = await runOwner(join(dir, 'owner-2'), 'force')
   const started = of(second.lines, 'started')[0]!
-  console.log(`owner 2: took over the partition's claim by force from the killed owner 1 (epoch ${of(first.lines, 'started')[0]?.epoch} -> ${started.epoch})`)
+  console.log(`owner 2: took over the partition's claim by force from the killed owner 1, whose lease had not run out (claim epoch ${of(first.lines, 'started')[0]?.epoch} -> ${started.epoch}: owner 1 can no longer write snapshots)`)
   const caughtUp = of(second.lines, 'caught-up')[0]!
-  console.log(`owner 2: restored ${started.source === 'snapshot' ? `snapshot ${started.snapshot} at offset ${started.offset}` : String(started.source)} in ${Math.round(started.restoreMs as number)} ms, replayed and processed ${caughtUp.events} events`)
+  const restoredOffset = (started.offset as number | null | undefined) ?? -1
+  console.log(started.source === 'snapshot'
+    ? `owner 2: restored snapshot ${started.snapshot} (the state as of offset ${restoredOffset}) into a fresh directory in ${Math.round(started.restoreMs as number)} ms, ${mb(started.bytesDownloaded as number)} downloaded`
+    : `owner 2: started from ${String(started.source)} state`)
   for (const reason of started.skipped as string[]) console.log(`  skipped a snapshot: ${reason}`)
+  // Owner 1's work after its last snapshot was lost with its store: done again.
+  const again = Math.max(0, lastCommit - restoredOffset)
+  const processed = caughtUp.events as number
+  console.log(`owner 2: processed offsets ${restoredOffset + 1} to ${caughtUp.offset} (${processed} events): ${again} that owner 1 had processed after the snapshot (its store was lost with it), then ${processed - again} new ones`)
 
   // The recomputation: a plain fold of the event stream, no Tidemark code.
   const expected = new Map<string, number>()
@@ -162,33 +176,37 @@ try {
   }
   if (!mismatch && actual.size !== expected.size) mismatch = `the state has ${actual.size} keys, the recomputation ${expected.size}`
 
-  const snapshots = [...of(first.lines, 'snapshot'), ...of(second.lines, 'snapshot')]
+  const secondSnapshots = of(second.lines, 'snapshot')
+  const snapshots = [...firstSnapshots, ...secondSnapshots]
   const full = snapshots.filter((s) => s.full)
   const incremental = snapshots.filter((s) => !s.full)
   const sum = (xs: Line[]): number => xs.reduce((n, s) => n + (s.bytesUploaded as number), 0)
-  const replayedAfterRestore = lastCommit - ((started.offset as number | null) ?? -1)
-  const summary = {
-    events: total,
-    keys: expected.size,
-    killedAfterOffset: lastCommit,
-    snapshots: snapshots.length,
-    fullSnapshots: full.length,
-    bytesUploadedFull: sum(full),
-    bytesUploadedIncremental: sum(incremental),
-    restoredFrom: started.source,
-    restoreMs: Math.round(started.restoreMs as number),
-    bytesDownloaded: started.bytesDownloaded,
-    eventsReplayed: replayedAfterRestore,
-    eventsProcessedByOwner2: caughtUp.events,
-    seconds: Math.round(performance.now() - t0) / 1000,
-  }
-  console.log(`snapshots: ${snapshots.length} (${full.length} full: ${mb(summary.bytesUploadedFull)}; ${incremental.length} incremental: ${mb(summary.bytesUploadedIncremental)})`)
+  const kinds = [
+    ...(full.length > 0 ? [`${full.length} full, ${mb(sum(full))} uploaded (every table file)`] : []),
+    ...(incremental.length > 0 ? [`${incremental.length} incremental, ${mb(sum(incremental))} uploaded (only the table files the snapshot before did not have)`] : []),
+  ]
+  console.log(`snapshots: ${snapshots.length} in all (${firstSnapshots.length} by owner 1, ${secondSnapshots.length} by owner 2): ${kinds.join('; ')}`)
   // A small, hot state is rewritten by LevelDB's compactions between two
   // snapshots, so the compaction policy often takes a full one: say why.
-  const reasons = [...new Set(full.map((s) => s.fullReason))].join(', ')
-  if (full.length > 0) console.log(`  full snapshots because: ${reasons} (see docs/snapshots.md, "compact points")`)
-  console.log(`restore: ${summary.restoreMs} ms, ${mb(summary.bytesDownloaded as number)} downloaded; events replayed (processed by owner 1 after the snapshot): ${summary.eventsReplayed}`)
-  console.log(JSON.stringify(summary))
+  const why: Record<string, string> = {
+    first: 'the first of the partition',
+    'nothing-shared': 'compactions had rewritten every file of the snapshots before',
+    amplification: 'the old objects an incremental one would keep outweighed the state',
+    'chain-length': 'an incremental one would build on too many snapshots',
+  }
+  const reasons = [...new Set(full.map((s) => why[s.fullReason as string] ?? String(s.fullReason)))].join('; ')
+  if (full.length > 0) console.log(`  full because: ${reasons} (docs/snapshots.md, "compact points")`)
+  console.log(`check: owner 2's state, ${actual.size} keys (those of the ${KEYS} that the events touched), against a sum per key of the ${total} events computed without Tidemark: ${mismatch === undefined ? 'equal' : 'different'}`)
+  console.log(`time: ${((performance.now() - t0) / 1000).toFixed(1)} s in all`)
+  if (options.keep) {
+    // Quoted: an s3:// URL's & would end the command in a shell.
+    const url = target.s3 === undefined ? `file://${join(dir, 'snapshots')}` : `'${target.s3}'`
+    console.log(`kept ${dir}: job ${JOB}, topic ${TOPIC}, partition 0. Look at it with the tidemark command (in this repository: npx tsx src/cli/main.ts):`)
+    console.log(`  tidemark jobs ${url}`)
+    console.log(`  tidemark snapshots list ${url} --job ${JOB} --partition 0`)
+    console.log(`  tidemark state dump ${join(dir, 'owner-2')} --state ${totals.name} | head`)
+    if (target.kafka === undefined) console.log(`  tidemark log tail ${join(dir, 'log')} -n 3`)
+  }
   if (mismatch) {
     console.log(`MISMATCH: ${mismatch}`)
     process.exitCode = 1

@@ -3,10 +3,11 @@
  * (Node's built-in util.parseArgs, strict), how a usage mistake is told from
  * a failure, and how data is printed (text for people, --json for programs).
  */
+import { resolve } from 'node:path'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { openSnapshotStore } from '../dfs/open.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
-import { SnapshotLayout } from '../snapshot/layout.js'
+import { SNAPSHOT_ID, SnapshotLayout } from '../snapshot/layout.js'
 
 /** Where main() writes and reads; process by default, captured by tests. */
 export interface CliIO {
@@ -20,6 +21,13 @@ export interface CliIO {
 
 /** A mistake in the command line: exit 2, with the command's usage. Only the CLI's own argument handling raises it. */
 export class UsageError extends Error {}
+
+/**
+ * The reader of stdout went away (`tidemark state dump … | head`): thrown by
+ * writeLine so that the command stops and its finally blocks remove what it
+ * made; main() ends it quietly with exit 0, as any Unix tool.
+ */
+export class OutputClosed extends Error {}
 
 /** Exit codes: documented in docs/cli.md and in `tidemark --help`. */
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 })
@@ -79,10 +87,25 @@ export function noMore(extra: readonly string[]): void {
   if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`)
 }
 
+/** A path argument, resolved against the working directory: every command takes relative paths. */
+export function pathArg(value: string | undefined, name: string): string {
+  return resolve(need(value, name))
+}
+
+/** A snapshot id argument (`0000000001-000000000042`), checked here so that a malformed one is a usage error. */
+export function snapshotIdArg(value: string | undefined, name: string): string {
+  const id = need(value, name)
+  if (!SNAPSHOT_ID.test(id)) throw new UsageError(`${name} must be a snapshot id like 0000000001-000000000042 (as \`tidemark snapshots list\` prints them), got ${JSON.stringify(id)}`)
+  return id
+}
+
 export function int(value: string | undefined, name: string, fallback: number, min: number): number {
   if (value === undefined) return fallback
   const n = Number(value)
-  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min) throw new UsageError(`${name} must be an integer of at least ${min}, got ${JSON.stringify(value)}`)
+  // Decimal digits only: Number() would also take '0x10', '1e3' and ' 5'.
+  if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`${name} must be ${min === 0 ? 'a non-negative integer' : `an integer of at least ${min}`}, got ${JSON.stringify(value)}`)
+  }
   return n
 }
 
@@ -92,10 +115,14 @@ export function bigintOf(value: string, name: string): bigint {
   return BigInt(value)
 }
 
-/** The layout of --job and --partition; checked before anything is opened, so a bad name is a usage error. */
+/**
+ * The layout of --job and --partition; checked before anything is opened, so
+ * a bad name is a usage error. Partitions are numbers, as the runtimes write
+ * them (`007` is partition 7).
+ */
 export function layoutOf(values: { job?: string | undefined; partition?: string | undefined }): SnapshotLayout {
   const job = need(values.job, '--job')
-  const partition = need(values.partition, '--partition')
+  const partition = String(int(need(values.partition, '--partition'), '--partition', 0, 0))
   try {
     return new SnapshotLayout(job, partition)
   } catch (err) {
@@ -155,9 +182,22 @@ export function json(value: unknown, layout: 'indented' | 'line' = 'indented'): 
  * memory in front of a slow reader.
  */
 export async function writeLine(io: CliIO, text: string): Promise<void> {
-  const out = io.stdout as CliIO['stdout'] & { once?: (event: 'drain', listener: () => void) => unknown }
-  if (out.write(`${text}\n`) === false && typeof out.once === 'function') {
-    await new Promise<void>((resolve) => out.once!('drain', resolve))
+  const out = io.stdout as CliIO['stdout'] & Partial<Pick<NodeJS.WriteStream, 'once' | 'off' | 'destroyed'>>
+  // A pipe whose reader exited is destroyed after its first failed write (EPIPE).
+  if (out.destroyed === true) throw new OutputClosed('stdout was closed')
+  if (out.write(`${text}\n`) === false && typeof out.once === 'function' && typeof out.off === 'function') {
+    await new Promise<void>((resolve, reject) => {
+      const drained = (): void => {
+        out.off!('close', closed)
+        resolve()
+      }
+      const closed = (): void => {
+        out.off!('drain', drained)
+        reject(new OutputClosed('stdout was closed'))
+      }
+      out.once!('drain', drained)
+      out.once!('close', closed)
+    })
   }
 }
 

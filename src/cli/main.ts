@@ -13,7 +13,7 @@ import { readFileSync, realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { isTidemarkError } from '../errors.js'
-import { EXIT, UsageError, type CliIO, type Command } from './context.js'
+import { EXIT, OutputClosed, UsageError, type CliIO, type Command } from './context.js'
 import { COMMANDS, findCommand } from './registry.js'
 
 export type { CliIO } from './context.js'
@@ -54,10 +54,37 @@ function describeError(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
+/** The first write error (other than a closed pipe) of each stream watchOutput watches; main() may run more than once in a process. */
+const failures = new WeakMap<object, { error?: Error }>()
+
+/**
+ * Keeps a write error of stdout or stderr from ending the process as an
+ * uncaught 'error' event: EPIPE (the reader went away, `| head`) is how a
+ * pipeline ends, and writeLine stops a command that still writes. Returns
+ * the first other error of the stream, for main() to report.
+ */
+function watchOutput(stream: CliIO['stdout']): () => Error | undefined {
+  const s = stream as CliIO['stdout'] & { on?: (event: 'error', listener: (err: NodeJS.ErrnoException) => void) => unknown }
+  if (typeof s.on !== 'function') return () => undefined
+  let state = failures.get(s)
+  if (state === undefined) {
+    const fresh: { error?: Error } = {}
+    failures.set(s, (state = fresh))
+    s.on('error', (err) => {
+      // ERR_STREAM_DESTROYED: a write after the EPIPE that destroyed the stream.
+      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') fresh.error ??= err
+    })
+  }
+  const watchedState = state
+  return () => watchedState.error
+}
+
 /** Runs one command line and returns the exit code; it never throws. */
 export async function main(argv: string[], io: CliIO = process): Promise<number> {
   const [name, ...rest] = argv
   let command: Command | undefined
+  const stdoutFailure = watchOutput(io.stdout)
+  watchOutput(io.stderr)
   try {
     if (name === undefined) {
       // No arguments at all is a request for the usage, not a mistake to name.
@@ -79,6 +106,12 @@ export async function main(argv: string[], io: CliIO = process): Promise<number>
     command = await entry.load()
     return await command.run(rest, io)
   } catch (err) {
+    if (err instanceof OutputClosed) {
+      const failure = stdoutFailure()
+      if (failure === undefined) return EXIT.ok
+      io.stderr.write(`tidemark: cannot write to stdout: ${failure.message}\n`)
+      return EXIT.failed
+    }
     if (err instanceof UsageError) {
       io.stderr.write(`tidemark: ${err.message}\n${command?.usage ?? usage()}\n`)
       return EXIT.usage

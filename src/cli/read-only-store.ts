@@ -10,13 +10,13 @@
  * crash); a compaction that deletes a table file during the copy fails the
  * read, and running it again reads the new files.
  */
-import { copyFile, link, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { copyFile, link, mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { TidemarkError } from '../errors.js'
 import { PartitionStore } from '../store/partition-store.js'
 import type { StateDefinition } from '../store/state.js'
 import { errnoOf, inspectStoreDir } from '../store/store-dir.js'
+import { withTempDir } from './cleanup.js'
 
 /** Files of a store that a reader's copy leaves out: LevelDB's lock and its text log. */
 const NOT_COPIED = new Set(['LOCK', 'LOG', 'LOG.old'])
@@ -38,8 +38,7 @@ export async function withReadOnlyStore<T>(path: string, fn: (store: PartitionSt
     await store.close()
     throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `partition store ${path} opened, though it looked incomplete`)
   }
-  const temp = await mkdtemp(join(tmpdir(), 'tidemark-read-'))
-  try {
+  return withTempDir('tidemark-read-', async (temp) => {
     const copy = join(temp, 'store')
     await copyStore(path, copy)
     try {
@@ -47,9 +46,7 @@ export async function withReadOnlyStore<T>(path: string, fn: (store: PartitionSt
     } catch (err) {
       throw namingOriginal(err, copy, path)
     }
-  } finally {
-    await rm(temp, { recursive: true, force: true })
-  }
+  })
 }
 
 /**

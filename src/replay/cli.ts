@@ -24,12 +24,13 @@ import type { StateDefinition } from '../store/state.js'
 import type * as KafkaConnector from '../../connectors/kafka/index.js'
 import type { ReplayHandler, ReplayProgress, ReplayStart } from './options.js'
 import { replayJob, type ReplayResult } from './replay-job.js'
+import { SNAPSHOT_ID, SnapshotLayout } from '../snapshot/layout.js'
 
 export const REPLAY_USAGE = `usage:
   tidemark replay --job NEW_JOB --handler MODULE --path DIR --snapshots URL
-                  (--log file:///DIR | --brokers HOST:PORT[,...]) --topic T --partition P --to OFFSET
+                  (--log DIR | --brokers HOST:PORT[,...]) --topic T --partition P --to OFFSET
                   [--from OFFSET] [--start empty | --start-snapshot ID --start-job JOB | --start-offset N [--start-job JOB]]
-                  [--start-snapshots URL] [--output file:///DIR | --output-brokers HOST:PORT[,...]]
+                  [--start-snapshots URL] [--output DIR | --output-brokers HOST:PORT[,...]]
                   [--batch-size N] [--checkpoint-ms MS] [--json]
 
   Runs the handler of MODULE over offsets [from, to] of the source partition, from
@@ -42,11 +43,12 @@ export const REPLAY_USAGE = `usage:
                         may call ctx.emit({ topic, key, value }) when --output is given
   --path DIR            the replay's local partition store
   --snapshots URL       the replay's snapshot store (file:///abs/path or s3://bucket/prefix?endpoint=...)
-  --log / --brokers     the source: an embedded file log, or Kafka (--topic's partition --partition)
+  --log / --brokers     the source: an embedded file log (a directory, relative paths from the
+                        working directory, or a file:/// URL), or Kafka (--topic's partition --partition)
   --start-snapshot ID   start from this snapshot of --start-job (in --start-snapshots, default --snapshots)
   --start-offset N      start from the state as of offset N (--start-job's newest snapshot at or
                         before N, else empty, then the events up to N without their outputs)
-  --output file:///DIR  deliver emitted records to file logs DIR/<topic>
+  --output DIR          deliver emitted records to file logs DIR/<topic> (a path or a file:/// URL)
   --output-no-fsync     do not fsync the --output file logs per delivery (faster; a machine
                         crash may lose records the replay had already delivered)
   --output-brokers      deliver emitted records to Kafka
@@ -182,14 +184,14 @@ function parseCommandLine(argv: string[]): CommandLine | 'help' {
   const v = parsed.values
   if (v.help === true) return 'help'
   if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`)
-  if ((v.log === undefined) === (v.brokers === undefined)) throw new UsageError('give the source as either --log file:///DIR or --brokers HOST:PORT')
-  if (v.output !== undefined && v['output-brokers'] !== undefined) throw new UsageError('give the output as either --output file:///DIR or --output-brokers HOST:PORT, not both')
+  if ((v.log === undefined) === (v.brokers === undefined)) throw new UsageError('give the source as either --log DIR or --brokers HOST:PORT')
+  if (v.output !== undefined && v['output-brokers'] !== undefined) throw new UsageError('give the output as either --output DIR or --output-brokers HOST:PORT, not both')
   const starts = [v.start !== undefined, v['start-snapshot'] !== undefined, v['start-offset'] !== undefined].filter(Boolean).length
   if (starts > 1) throw new UsageError('give at most one of --start empty, --start-snapshot and --start-offset')
   if (v.start !== undefined && v.start !== 'empty') throw new UsageError(`--start takes only 'empty' (use --start-snapshot or --start-offset), got ${JSON.stringify(v.start)}`)
   let start: CommandLine['start'] = { kind: 'empty' }
-  if (v['start-snapshot'] !== undefined) start = { kind: 'snapshot', snapshot: v['start-snapshot'], job: need(v['start-job'], '--start-job (the job whose snapshot --start-snapshot names)') }
-  else if (v['start-offset'] !== undefined) start = { kind: 'offset', offset: offsetArg(v['start-offset'], '--start-offset'), job: v['start-job'] }
+  if (v['start-snapshot'] !== undefined) start = { kind: 'snapshot', snapshot: snapshotIdArg(v['start-snapshot'], '--start-snapshot'), job: jobArg(need(v['start-job'], '--start-job (the job whose snapshot --start-snapshot names)'), '--start-job') }
+  else if (v['start-offset'] !== undefined) start = { kind: 'offset', offset: offsetArg(v['start-offset'], '--start-offset'), job: v['start-job'] === undefined ? undefined : jobArg(v['start-job'], '--start-job') }
   else if (v['start-job'] !== undefined) throw new UsageError('--start-job goes with --start-snapshot or --start-offset')
   if (v['output-no-fsync'] === true && v.output === undefined) throw new UsageError('--output-no-fsync goes with --output')
   if (v['start-snapshots'] !== undefined && start.kind === 'empty') throw new UsageError('--start-snapshots goes with --start-snapshot or --start-offset')
@@ -199,9 +201,9 @@ function parseCommandLine(argv: string[]): CommandLine | 'help' {
   if (start.kind === 'offset' && start.offset >= to) throw new UsageError(`--start-offset (${start.offset}) must be before --to (${to})`)
   if (start.kind === 'offset' && from !== undefined && from !== start.offset + 1n) throw new UsageError(`--from must be --start-offset + 1 (${start.offset + 1n}), or left out`)
   return {
-    job: need(v.job, '--job'),
+    job: jobArg(need(v.job, '--job'), '--job'),
     handler: need(v.handler, '--handler'),
-    path: need(v.path, '--path'),
+    path: resolve(need(v.path, '--path')),
     snapshots: need(v.snapshots, '--snapshots'),
     startSnapshots: v['start-snapshots'],
     source: v.log !== undefined ? { kind: 'file', dir: fileUrl(v.log, '--log') } : { kind: 'kafka', brokers: brokerList(v.brokers!, '--brokers') },
@@ -366,8 +368,26 @@ function offsetArg(value: string, name: string): bigint {
   return BigInt(value)
 }
 
+/** A job name as the snapshot layout takes it (one key segment). */
+function jobArg(value: string, name: string): string {
+  try {
+    return new SnapshotLayout(value, 0).job
+  } catch (err) {
+    throw new UsageError(`${name}: ${(err as Error).message}`, { cause: err })
+  }
+}
+
+function snapshotIdArg(value: string, name: string): string {
+  if (!SNAPSHOT_ID.test(value)) throw new UsageError(`${name} must be a snapshot id like 0000000001-000000000042, got ${JSON.stringify(value)}`)
+  return value
+}
+
+/** A directory: a path (relative to the working directory) or a file:/// URL. */
 function fileUrl(value: string, name: string): string {
-  if (!value.startsWith('file://')) throw new UsageError(`${name} must be a file:///absolute/path URL, got ${JSON.stringify(value)}`)
+  if (value === '') throw new UsageError(`${name} must not be empty`)
+  // A scheme (two or more letters and a colon): a URL, which must be a file: one.
+  if (!/^[a-z][a-z0-9+.-]+:/i.test(value)) return resolve(value)
+  if (!value.startsWith('file://')) throw new UsageError(`${name} must be a directory or a file:///absolute/path URL, got ${JSON.stringify(value)}`)
   try {
     return fileURLToPath(value)
   } catch (err) {

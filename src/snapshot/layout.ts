@@ -64,6 +64,8 @@ export class SnapshotLayout {
 }
 
 const MANIFEST_NAME = /^(\d{10})-(\d{12})\.json$/
+/** A snapshot's id as snapshotId() writes it: `<epoch:10>-<sequence:12>`. */
+export const SNAPSHOT_ID = /^\d{10}-\d{12}$/
 const DATA_NAME = /^(\d{10})-(\d{12})-[^/]+\.tar$/
 export const MAX_EPOCH = 9_999_999_999
 export const MAX_SEQUENCE = 999_999_999_999

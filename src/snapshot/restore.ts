@@ -10,7 +10,7 @@ import type { Position } from '../store/position.js'
 import { WRITER_THREAD_ERROR } from './file-writer.js'
 import { corrupt, extractRun, paddedSize, TAR_BLOCK, type CorruptReason, type ExpectedEntry } from './archive.js'
 import { listManifests, newestFirst, readManifest, type ManifestRef } from './catalog.js'
-import { SnapshotLayout } from './layout.js'
+import { SNAPSHOT_ID, SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotFile, type SnapshotManifest } from './manifest.js'
 import { checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
@@ -170,7 +170,7 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
   if (typeof o.target !== 'string' || o.target === '') throw new TypeError('target must be a non-empty path string')
   const target = resolve(o.target)
   const wanted = o.snapshot === undefined ? undefined : (() => {
-    if (typeof o.snapshot !== 'string' || !/^\d{10}-\d{12}$/.test(o.snapshot)) throw new RangeError(`snapshot must be a snapshot id like 0000000001-000000000042, got ${JSON.stringify(o.snapshot)}`)
+    if (typeof o.snapshot !== 'string' || !SNAPSHOT_ID.test(o.snapshot)) throw new RangeError(`snapshot must be a snapshot id like 0000000001-000000000042, got ${JSON.stringify(o.snapshot)}`)
     return o.snapshot
   })()
   const d = RESTORE_DEFAULTS

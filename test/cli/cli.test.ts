@@ -87,7 +87,7 @@ describe('usage', () => {
       [['positions', dir, '--job', 'j'], "Unknown option '--job'"],
       [['snapshots', 'list', url, '--job', 'a/b', '--partition', '0'], /^tidemark: --job "a\/b" --partition "0": /],
       [['restore', url, '--job', 'j', '--partition', '0', '--target', ''], '--target must not be empty'],
-      [['gc', url, '--job', 'j', '--partition', '0', '--grace-ms=-5'], '--grace-ms must be an integer of at least 0, got "-5"'],
+      [['gc', url, '--job', 'j', '--partition', '0', '--grace-ms=-5'], '--grace-ms must be a non-negative integer, got "-5"'],
       [['snapshots', 'list', 'file:relative/dir', '--job', 'j', '--partition', '0'], "snapshot store URL 'file:relative/dir' is not absolute"],
       [['snapshots', 'file:///x', '--job', 'j', '--partition', '0'], 'unknown snapshots subcommand "file:///x"; expected list, show, verify'],
       [['snapshots'], 'missing subcommand: list, show, verify'],
@@ -102,7 +102,7 @@ describe('usage', () => {
       [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset', '5', '--snapshot', 'x'], 'give either --snapshot or --offset, not both'],
       [['state', 'dump', 'file:relative/dir', '--job', 'j', '--partition', '0'], "snapshot store URL 'file:relative/dir' is not absolute"],
       [['state', 'frob'], 'unknown state subcommand "frob"; expected get, dump'],
-      [['log', 'tail', dir, '-n', 'x'], '-n must be an integer of at least 0, got "x"'],
+      [['log', 'tail', dir, '-n', 'x'], '-n must be a non-negative integer, got "x"'],
       [['log', 'tail', dir, '--from', 'abc'], '--from must be a non-negative integer, got "abc"'],
       [['log', 'info', dir, '--follow'], "Unknown option '--follow'"],
       [['log', 'info'], 'missing <log-dir>'],
@@ -141,7 +141,7 @@ describe('failures', () => {
       const url = pathToFileURL(path).href
       for (const argv of [
         ['snapshots', 'list', url, '--job', 'j', '--partition', '0'],
-        ['snapshots', 'show', url, 'x', '--job', 'j', '--partition', '0'],
+        ['snapshots', 'show', url, '0000000001-000000000001', '--job', 'j', '--partition', '0'],
         ['snapshots', 'verify', url, '--all', '--job', 'j', '--partition', '0'],
         ['state', 'dump', url, '--job', 'j', '--partition', '0'],
         ['restore', url, '--job', 'j', '--partition', '0', '--target', join(dir, 'restored'), '--allow-empty'],
@@ -232,7 +232,7 @@ describe('bad input, command by command', () => {
     const P = ['--job', 'j', '--partition', '0']
     // Each command with {} where its path or URL goes.
     const urlCommands: string[][] = [
-      ['snapshots', 'list', '{}', ...P], ['snapshots', 'show', '{}', 'ID', ...P], ['snapshots', 'verify', '{}', ...P],
+      ['snapshots', 'list', '{}', ...P], ['snapshots', 'show', '{}', '0000000001-000000000001', ...P], ['snapshots', 'verify', '{}', ...P],
       ['restore', '{}', ...P, '--target', join(dir, 'target')], ['gc', '{}', ...P], ['state', 'dump', '{}', ...P], ['state', 'get', '{}', 'k', '--state', 's', ...P],
     ]
     const storeCommands: string[][] = [['positions', '{}'], ['state', 'dump', '{}'], ['state', 'get', '{}', 'k', '--state', 's']]

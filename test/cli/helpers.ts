@@ -115,3 +115,27 @@ export function tree(dir: string): string[] {
     return `${name} ${s.isDirectory() ? 'dir' : s.size} ${s.mtimeMs}`
   })
 }
+
+/**
+ * A store (and one snapshot of it, job j partition 0) whose dump is some
+ * megabytes of JSON lines: more than a pipe and the reader's buffers hold,
+ * so a dump into a pipe that nobody reads, or that was closed, is still
+ * writing.
+ */
+export async function largeFixture(entries = 40_000): Promise<{ dir: string; store: string; url: string }> {
+  const dir = tempDir()
+  const store = await PartitionStore.open({ path: join(dir, 'store'), states: [counts] })
+  const value = 'v'.repeat(100)
+  for (let i = 0; i < entries; i += 10_000) {
+    const tx = store.transaction()
+    const end = Math.min(entries, i + 10_000)
+    for (let j = i; j < end; j++) tx.value(counts).put(`key-${String(j).padStart(8, '0')}-${value}`, j)
+    await tx.commit({ topic: 't', partition: 0, offset: BigInt(end - 1) })
+  }
+  const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+  await new Snapshotter({ snapshotStore: snapshots, partitionStore: store, job: 'j', partition: 0 }).takeSnapshot()
+  await snapshots.close()
+  await store.close()
+  return { dir, store: join(dir, 'store'), url: pathToFileURL(join(dir, 'snapshots')).href }
+}
+

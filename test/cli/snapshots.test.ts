@@ -39,7 +39,8 @@ describe('snapshots list and show', () => {
     expect(text.stdout).toMatch(new RegExp(`^snapshot +${snapshotIds[0]} \\((full|incremental, base \\S+)\\)$`, 'm'))
     expect(text.stdout).toMatch(/^CURRENT +16 +[0-9a-f]{64} +data\//m)
 
-    expect(await tidemark('snapshots', 'list', pathToFileURL(tempDir()).href, ...PARTITION)).toEqual({ code: 0, stdout: 'no snapshots of j/0\n', stderr: '' })
+    const empty = pathToFileURL(tempDir()).href
+    expect(await tidemark('snapshots', 'list', empty, ...PARTITION)).toEqual({ code: 0, stdout: 'no snapshots of j/0\n', stderr: `tidemark: ${empty} holds no snapshots of any job\n` })
   })
 
   it('show of an id that does not exist exits 1 with TIDEMARK_SNAPSHOT_NOT_FOUND', async () => {
@@ -120,8 +121,9 @@ describe('snapshots verify', () => {
     expect(result.code).toBe(1)
     expect(JSON.parse(result.stdout)).toMatchObject([{ ok: false, problems: [{ reason: 'object-size' }] }])
 
-    const empty = await tidemark('snapshots', 'verify', pathToFileURL(tempDir()).href, '--all', ...PARTITION)
-    expect(empty).toEqual({ code: 1, stdout: '', stderr: 'tidemark: TIDEMARK_SNAPSHOT_NOT_FOUND: no snapshots of j/0 to verify\n' })
+    const emptyUrl = pathToFileURL(tempDir()).href
+    const empty = await tidemark('snapshots', 'verify', emptyUrl, '--all', ...PARTITION)
+    expect(empty).toEqual({ code: 1, stdout: '', stderr: `tidemark: TIDEMARK_SNAPSHOT_NOT_FOUND: no snapshots of j/0 to verify; ${emptyUrl} holds no snapshots of any job\n` })
   })
 
   it('draws a progress bar when stderr is a terminal', async () => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { expect, it } from 'vitest'
@@ -10,9 +11,34 @@ const demo = join(import.meta.dirname, '../../examples/demo/main.ts')
 
 it('the demo (npm start) survives a SIGKILL and prints "verified" on embedded defaults', async () => {
   const { stdout } = await run(process.execPath, ['--import', 'tsx', demo, '--events', '30000'])
-  expect(stdout).toMatch(/killed with SIGKILL after committing offset \d+/)
-  expect(stdout).toMatch(/owner 2: restored snapshot/)
+  // The numbers the words explain add up: what owner 1 committed, where the
+  // snapshot owner 2 restored stands, and what owner 2 processed again and new.
+  const killed = /^owner 1: processed and committed offsets 0 to (\d+) \((\d+) events\) in [\d.]+ s, then was killed with SIGKILL/m.exec(stdout)
+  const restored = /^owner 2: restored snapshot \S+ \(the state as of offset (\d+)\)/m.exec(stdout)
+  const processed = /^owner 2: processed offsets (\d+) to (\d+) \((\d+) events\): (\d+) that owner 1 had processed after the snapshot [^,]*, then (\d+) new ones$/m.exec(stdout)
+  expect(killed, stdout).not.toBeNull()
+  expect(restored, stdout).not.toBeNull()
+  expect(processed, stdout).not.toBeNull()
+  const [lastCommit, committed] = [Number(killed![1]), Number(killed![2])]
+  const snapshotOffset = Number(restored![1])
+  const [from, to, events, again, fresh] = processed!.slice(1).map(Number) as [number, number, number, number, number]
+  expect(committed).toBe(lastCommit + 1)
+  expect([from, to, events]).toEqual([snapshotOffset + 1, 29_999, 29_999 - snapshotOffset])
+  expect([again, fresh]).toEqual([lastCommit - snapshotOffset, 29_999 - lastCommit])
+  expect(stdout).toMatch(/^owner 1: \d+ snapshots? finished in that time, at offsets? [\d, ]+ \(a snapshot starts when 3000 events were committed/m)
   expect(stdout.trim().split('\n').at(-1)).toBe('verified')
+}, 180_000)
+
+it('--keep prints the working directory, the job and the tidemark commands that look at it', async () => {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', demo, '--events', '10000', '--keep'])
+  const dir = /^working directory: (\S+) \(kept: --keep\)$/m.exec(stdout)![1]!
+  try {
+    expect(stdout).toContain(`kept ${dir}: job demo, topic sales, partition 0.`)
+    expect(stdout).toContain(`  tidemark snapshots list file://${dir}/snapshots --job demo --partition 0\n`)
+    expect(stdout.trim().split('\n').at(-1)).toBe('verified')
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }, 180_000)
 
 it('the demo runs the same against Kafka and S3 (--kafka, --s3)', async () => {

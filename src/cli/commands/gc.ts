@@ -2,6 +2,7 @@ import type { SnapshotStore } from '../../dfs/snapshot-store.js'
 import { collectGarbage } from '../../snapshot/gc.js'
 import { SNAPSHOT_DEFAULTS } from '../../snapshot/options.js'
 import { EXIT, help, int, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, print, withSnapshotStore, type CliIO, type Command } from '../context.js'
+import { holdingsHint } from '../holdings.js'
 
 const USAGE = `usage:
   tidemark gc <snapshot-store-url> --job J --partition P [--retain N] [--grace-ms MS] [--dry-run] [--region R] [--json]
@@ -45,12 +46,18 @@ export const gc: Command = {
     const retain = int(values.retain, '--retain', SNAPSHOT_DEFAULTS.retain, 1)
     const graceMs = int(values['grace-ms'], '--grace-ms', SNAPSHOT_DEFAULTS.graceMs, 0)
     const dryRun = values['dry-run'] === true
-    const result = await withSnapshotStore(url, values.region, io, (store) =>
-      collectGarbage(dryRun ? dryRunView(store) : store, layout, { retain, graceMs, now: Date.now(), protect: new Set(), cache: new Map() }))
+    const result = await withSnapshotStore(url, values.region, io, async (store) => {
+      const collected = await collectGarbage(dryRun ? dryRunView(store) : store, layout, { retain, graceMs, now: Date.now(), protect: new Set(), cache: new Map() })
+      // No manifest at all: a mistyped --job or --partition more likely than a partition without snapshots.
+      if (collected.retained.length === 0 && collected.unverified.length === 0 && collected.deletedManifests.length === 0) {
+        io.stderr.write(`tidemark: no snapshots of ${layout.job}/${layout.partition}; ${await holdingsHint(store, url)}\n`)
+      }
+      return collected
+    })
     const report = { dryRun, ...result }
     const verb = dryRun ? 'would delete' : 'deleted'
     print(io, values.json, report, () => [
-      `retained ${result.retained.length === 0 ? '-' : result.retained.join(' ')}`,
+      `retained ${result.retained.length === 0 ? 'no snapshots' : result.retained.join(' ')}`,
       ...result.unverified.map((u) => `kept, does not verify: ${u.id}: ${u.message}`),
       `${verb} ${result.deletedManifests.length} manifests, ${result.deletedObjects.length} data objects`,
       ...[...result.deletedManifests, ...result.deletedObjects].map((k) => `  ${k}`),

@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openFileLog } from '../../log/file-log.js'
 import { checkFileLogExists, openLogForReading, SEGMENT_NAME } from '../../log/existing.js'
-import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, need, noMore, parse, print, UsageError, writeLine, type CliIO } from '../context.js'
+import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, noMore, parse, pathArg, print, UsageError, writeLine, type CliIO } from '../context.js'
 
 const USAGE = `usage:
   tidemark log info <log-dir> [--json]
@@ -40,7 +40,7 @@ async function info(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, JSON_OPTION)
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, ...extra], values } = parsed
-  const dir = need(arg, '<log-dir>')
+  const dir = pathArg(arg, '<log-dir>')
   noMore(extra)
   const log = await openLogForReading(dir)
   let result
@@ -65,7 +65,7 @@ async function tail(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, { ...JSON_OPTION, lines: { type: 'string', short: 'n' }, from: { type: 'string' } })
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, ...extra], values } = parsed
-  const dir = need(arg, '<log-dir>')
+  const dir = pathArg(arg, '<log-dir>')
   noMore(extra)
   const from = values.from === undefined ? undefined : bigintOf(values.from, '--from')
   const count = int(values.lines, '-n', from === undefined ? 10 : Number.MAX_SAFE_INTEGER, 0)
@@ -98,7 +98,7 @@ async function append(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, { ...JSON_OPTION, create: { type: 'boolean' } })
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, ...data], values } = parsed
-  const dir = need(arg, '<log-dir>')
+  const dir = pathArg(arg, '<log-dir>')
   // Refused before anything is written: a mistyped path must not become a new log.
   if (values.create !== true) await checkFileLogExists(dir)
   const entries = data.length > 0 ? data : await stdinLines(io)

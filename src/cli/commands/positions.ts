@@ -1,5 +1,5 @@
 import { withReadOnlyStore } from '../read-only-store.js'
-import { EXIT, help, JSON_OPTION, need, noMore, parse, print, table, type Command } from '../context.js'
+import { EXIT, help, JSON_OPTION, noMore, parse, pathArg, print, table, type Command } from '../context.js'
 
 const USAGE = `usage:
   tidemark positions <store-dir> [--json]
@@ -14,7 +14,7 @@ export const positions: Command = {
     const parsed = parse(argv, JSON_OPTION)
     if (parsed === undefined) return help(io, USAGE)
     const [arg, ...extra] = parsed.positionals
-    const path = need(arg, '<store-dir>')
+    const path = pathArg(arg, '<store-dir>')
     noMore(extra)
     // Never opened in place: a mistyped path or a directory that holds
     // something else is refused and left as it was, and a store is read from

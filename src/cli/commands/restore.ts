@@ -1,5 +1,11 @@
+import { readdirSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import { restoreSnapshot } from '../../snapshot/restore.js'
-import { EXIT, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, positionsText, print, withSnapshotStore, type Command } from '../context.js'
+import { onInterrupt, removeNow } from '../cleanup.js'
+import {
+  EXIT, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, positionsText, print, snapshotIdArg, withSnapshotStore, type Command,
+} from '../context.js'
+import { explainNotFound } from '../holdings.js'
 import { progressReporter } from '../progress.js'
 
 const USAGE = `usage:
@@ -24,9 +30,10 @@ export const restore: Command = {
     const url = need(arg, '<snapshot-store-url>')
     noMore(extra)
     const layout = layoutOf(values)
-    const target = need(values.target, '--target')
-    if (values.snapshot !== undefined) need(values.snapshot, '--snapshot')
+    const target = pathArg(values.target, '--target')
+    const snapshot = values.snapshot === undefined ? undefined : snapshotIdArg(values.snapshot, '--snapshot')
     const progress = await progressReporter(io, 'restore', 'bytes')
+    const release = onInterrupt(removeDownloads(target))
     const result = await withSnapshotStore(url, values.region, io, async (store) => {
       try {
         return await restoreSnapshot({
@@ -34,16 +41,18 @@ export const restore: Command = {
           job: layout.job,
           partition: layout.partition,
           target,
-          ...(values.snapshot === undefined ? {} : { snapshot: values.snapshot }),
+          ...(snapshot === undefined ? {} : { snapshot }),
           useLocal: values['no-local'] !== true,
           allowEmpty: values['allow-empty'] === true,
           onProgress: (p) => progress.update(p.bytesDownloaded, p.bytesTotal),
           onEvent: (e) => { if (e.type === 'snapshot-skipped') progress.note(`skipped ${e.skipped.id}: ${e.skipped.message}`) },
         })
+      } catch (err) {
+        throw await explainNotFound(err, store, url, layout, '--allow-empty')
       } finally {
         progress.stop()
       }
-    })
+    }).finally(release)
     print(io, values.json, result, () => {
       const from = result.source === 'snapshot' ? `snapshot ${result.snapshot!.id}` : result.source === 'local' ? 'the local store (already up to date)' : 'nothing (an empty store)'
       return [
@@ -54,4 +63,26 @@ export const restore: Command = {
     })
     return EXIT.ok
   },
+}
+
+/**
+ * For a signal during the restore: removes the directory restoreSnapshot
+ * downloads into (`.<target>.restore-*` beside the target, removed by the
+ * restore itself however else it ends). Only those made after this call: an
+ * older one belongs to another run.
+ */
+function removeDownloads(target: string): () => void {
+  const parent = dirname(target)
+  const prefix = `.${basename(target)}.restore-`
+  const list = (): string[] => {
+    try {
+      return readdirSync(parent).filter((name) => name.startsWith(prefix))
+    } catch {
+      return [] // the parent is made by the restore
+    }
+  }
+  const before = new Set(list())
+  return () => {
+    for (const name of list()) if (!before.has(name)) removeNow(join(parent, name))
+  }
 }

@@ -4,8 +4,9 @@ import { listManifests, readManifest, type ManifestRef } from '../../snapshot/ca
 import type { SnapshotLayout } from '../../snapshot/layout.js'
 import type { SnapshotManifest } from '../../snapshot/manifest.js'
 import {
-  EXIT, group, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, positionsText, print, table, UsageError, withSnapshotStore, type CliIO,
+  EXIT, group, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, positionsText, print, snapshotIdArg, table, UsageError, withSnapshotStore, type CliIO,
 } from '../context.js'
+import { holdingsHint } from '../holdings.js'
 import { progressReporter } from '../progress.js'
 import { verifySnapshots, type VerifyReport } from '../snapshot-verify.js'
 
@@ -25,11 +26,13 @@ const USAGE = `usage:
 
 const OPTIONS = { ...PARTITION_OPTIONS, ...JSON_OPTION } as const
 
-/** The listed manifest of one id, or TIDEMARK_SNAPSHOT_NOT_FOUND. */
-async function findRef(store: SnapshotStore, layout: SnapshotLayout, id: string): Promise<ManifestRef> {
-  const ref = (await listManifests(store, layout)).find((r) => r.id === id)
+/** The listed manifest of one id, or TIDEMARK_SNAPSHOT_NOT_FOUND (with what the store holds, when the partition has no snapshots at all). */
+async function findRef(store: SnapshotStore, url: string, layout: SnapshotLayout, id: string): Promise<ManifestRef> {
+  const refs = await listManifests(store, layout)
+  const ref = refs.find((r) => r.id === id)
   if (ref === undefined) {
-    throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `snapshot ${id} of ${layout.job}/${layout.partition} does not exist`, { details: { id, skipped: [] } })
+    const hint = refs.length === 0 ? `; ${layout.job}/${layout.partition} has no snapshots: ${await holdingsHint(store, url)}` : ''
+    throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `snapshot ${id} of ${layout.job}/${layout.partition} does not exist${hint}`, { details: { id, skipped: [] } })
   }
   return ref
 }
@@ -51,6 +54,8 @@ async function list(argv: string[], io: CliIO): Promise<number> {
         out.push({ id: ref.id, unreadable: (err as Error).message })
       }
     }
+    // On stderr: --json's stdout stays the (empty) list.
+    if (out.length === 0) io.stderr.write(`tidemark: ${await holdingsHint(store, url)}\n`)
     return out
   })
   print(io, values.json, listed, () => listed.length === 0
@@ -66,10 +71,10 @@ async function show(argv: string[], io: CliIO): Promise<number> {
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, idArg, ...extra], values } = parsed
   const url = need(arg, '<snapshot-store-url>')
-  const id = need(idArg, '<ID>')
+  const id = snapshotIdArg(idArg, '<ID>')
   noMore(extra)
   const layout = layoutOf(values)
-  const manifest = await withSnapshotStore(url, values.region, io, async (store) => readManifest(store, layout, await findRef(store, layout, id)))
+  const manifest = await withSnapshotStore(url, values.region, io, async (store) => readManifest(store, layout, await findRef(store, url, layout, id)))
   print(io, values.json, manifest, () => [
     `snapshot   ${manifest.id} (${manifest.full ? 'full' : `incremental, base ${manifest.base}`})`,
     `job        ${manifest.job} partition ${manifest.partition}, epoch ${manifest.epoch}, sequence ${manifest.sequence}`,
@@ -90,14 +95,14 @@ async function verify(argv: string[], io: CliIO): Promise<number> {
   const url = need(arg, '<snapshot-store-url>')
   noMore(extra)
   if (id !== undefined && values.all === true) throw new UsageError(`give either <ID> or --all, not both`)
-  if (id === '') throw new UsageError('<ID> must not be empty')
+  if (id !== undefined) snapshotIdArg(id, '<ID>')
   const layout = layoutOf(values)
   const reports = await withSnapshotStore(url, values.region, io, async (store) => {
     let refs: ManifestRef[]
-    if (id !== undefined) refs = [await findRef(store, layout, id)]
+    if (id !== undefined) refs = [await findRef(store, url, layout, id)]
     else {
       refs = await listManifests(store, layout)
-      if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `no snapshots of ${layout.job}/${layout.partition} to verify`, { details: { skipped: [] } })
+      if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `no snapshots of ${layout.job}/${layout.partition} to verify; ${await holdingsHint(store, url)}`, { details: { skipped: [] } })
       if (values.all !== true) refs = refs.slice(0, 1)
     }
     const progress = await progressReporter(io, 'verify', 'bytes')

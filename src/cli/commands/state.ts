@@ -1,16 +1,18 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { access } from 'node:fs/promises'
+import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { restoreToPoint } from '../../runtime/point-in-time.js'
 import type { EventHandler } from '../../runtime/partition-synchronizer.js'
+import { listManifests } from '../../snapshot/catalog.js'
 import { restoreSnapshot } from '../../snapshot/restore.js'
 import type { Codec } from '../../store/codec.js'
 import type { PartitionStore } from '../../store/partition-store.js'
 import type { StateDefinition } from '../../store/state.js'
 import {
-  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, UsageError, withSnapshotStore, writeLine, type CliIO,
+  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, snapshotIdArg, UsageError, withSnapshotStore, writeLine, type CliIO,
 } from '../context.js'
+import { withTempDir } from '../cleanup.js'
+import { explainNotFound, holdingsHint } from '../holdings.js'
 import { openLogForReading } from '../../log/existing.js'
 import { progressReporter } from '../progress.js'
 import { withOpenStore, withReadOnlyStore } from '../read-only-store.js'
@@ -58,7 +60,13 @@ interface HandlerModule {
 }
 
 async function loadHandler(path: string): Promise<HandlerModule> {
-  const loaded = (await import(pathToFileURL(resolve(path)).href)) as Partial<HandlerModule> & { default?: Partial<HandlerModule> }
+  try {
+    await access(path)
+  } catch (err) {
+    // A path that names nothing is a mistake in the command line, as for `tidemark replay --handler`.
+    throw new UsageError(`--handler ${path}: ${(err as Error).message}`, { cause: err })
+  }
+  const loaded = (await import(pathToFileURL(path).href)) as Partial<HandlerModule> & { default?: Partial<HandlerModule> }
   const m = typeof loaded.handler === 'function' ? loaded : (loaded.default ?? {})
   if (typeof m.handler !== 'function' || !Array.isArray(m.states)) {
     throw new UsageError(`--handler ${path} must export a function handler and an array states (or a default export with them)`)
@@ -76,7 +84,7 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
     for (const name of Object.keys(SOURCE_OPTIONS)) {
       if (values[name as keyof SourceValues] !== undefined) throw new UsageError(`--${name} is for a snapshot store URL source, not a store directory`)
     }
-    return withReadOnlyStore(source, fn)
+    return withReadOnlyStore(pathArg(source, '<source>'), fn)
   }
 
   const layout = layoutOf(values)
@@ -88,17 +96,14 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
   let point: { offset: bigint; partition: number; topic: string; logDir: string; handlerPath: string } | undefined
   if (pointInTime) {
     const offset = bigintOf(values.offset!, '--offset')
-    const partition = Number(layout.partition)
-    if (!/^\d+$/.test(layout.partition) || !Number.isSafeInteger(partition)) throw new UsageError(`--offset needs a numeric --partition, got ${JSON.stringify(layout.partition)}`)
-    point = { offset, partition, topic: need(values.topic, '--topic'), logDir: need(values.log, '--log'), handlerPath: need(values.handler, '--handler') }
+    point = { offset, partition: Number(layout.partition), topic: need(values.topic, '--topic'), logDir: pathArg(values.log, '--log'), handlerPath: pathArg(values.handler, '--handler') }
   }
-  const snapshot = values.snapshot === undefined ? undefined : need(values.snapshot, '--snapshot')
+  const snapshot = values.snapshot === undefined ? undefined : snapshotIdArg(values.snapshot, '--snapshot')
 
   return withSnapshotStore(source, values.region, io, async (snapshotStore) => {
     const handler = point === undefined ? undefined : await loadHandler(point.handlerPath)
-    const temp = await mkdtemp(join(tmpdir(), 'tidemark-state-'))
-    const path = join(temp, 'store')
-    try {
+    return withTempDir('tidemark-state-', async (temp) => {
+      const path = join(temp, 'store')
       let states: readonly StateDefinition[] = []
       if (point !== undefined) {
         const log = await openLogForReading(point.logDir)
@@ -113,6 +118,8 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
           })
           for (const s of result.skipped) progress.note(`skipped ${s.id}: ${s.reason}`)
           progress.note(`state of ${point.topic}/${point.partition} as of offset ${point.offset}: ${result.snapshot === undefined ? 'no snapshot' : `snapshot ${result.snapshot}`}, ${result.replayed} events replayed`)
+          // From the log's start: right for a young partition, a typo of --job or --partition otherwise.
+          if (result.snapshot === undefined && (await listManifests(snapshotStore, layout)).length === 0) progress.note(`no snapshots of ${layout.job}/${layout.partition}: ${await holdingsHint(snapshotStore, source)}`)
         } finally {
           progress.stop()
           await log.close()
@@ -125,15 +132,13 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
             ...(snapshot === undefined ? {} : { snapshot }),
             onProgress: (p) => progress.update(p.bytesDownloaded, p.bytesTotal),
             onEvent: (e) => { if (e.type === 'snapshot-skipped') progress.note(`skipped ${e.skipped.id}: ${e.skipped.message}`) },
-          })
+          }).catch(async (err: unknown) => { throw await explainNotFound(err, snapshotStore, source, layout) })
         } finally {
           progress.stop()
         }
       }
       return await withOpenStore(path, states, fn)
-    } finally {
-      await rm(temp, { recursive: true, force: true })
-    }
+    })
   })
 }
 
