@@ -7,12 +7,15 @@
 // It appends --events events, processes them with snapshots to a file
 // snapshot store (every 500 events), then keeps running (appending a
 // few events a second) until SIGINT or SIGTERM, when it closes.
+//
+// Run from the repository's root: its tsconfig.json maps 'tidemark' to the
+// source. Copied into an app, the same files import the installed package.
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { createPrometheusMetrics } from '../../connectors/prometheus/index.js'
-import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState } from '../../src/index.js'
+import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState } from 'tidemark'
+import { createPrometheusMetrics } from 'tidemark/prometheus'
 import { serveMetrics } from './server.js'
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '9464' }, events: { type: 'string', default: '2000' } } })

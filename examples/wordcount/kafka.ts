@@ -4,9 +4,8 @@
 import { Kafka, Partitioners, logLevel } from 'kafkajs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { kafkaSink } from '../../connectors/kafka/outputs/kafka-sink.js'
-import { openSnapshotStore } from '../../src/dfs/open.js'
+import { openSnapshotStore } from 'tidemark'
+import { StatefulConsumer, kafkaSink } from 'tidemark/kafka'
 import { counts, countLine, lineAt, sumChange, type CountChange } from './words.js'
 
 export interface KafkaArgs {

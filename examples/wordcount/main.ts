@@ -18,6 +18,9 @@
 //
 // Stop a process with SIGTERM (or Ctrl-C): it finishes its batches, snapshots
 // its partitions, (on Kafka) leaves the group and prints its totals.
+//
+// Run from the repository's root: its tsconfig.json maps 'tidemark' to the
+// source. Copied into an app, the same files import the installed package.
 import { parseArgs } from 'node:util'
 import { runEmbedded } from './embedded.js'
 import { runKafka } from './kafka.js'
