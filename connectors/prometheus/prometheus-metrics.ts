@@ -1,7 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import {
-  METRICS_CHANNELS, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type ReplayMessage, type RestoreMessage, type SnapshotMessage,
+  METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage,
+  type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage,
 } from '../../src/metrics/channels.js'
 import { describe } from '../../src/describe.js'
 
@@ -16,6 +17,7 @@ export interface PrometheusMetricsOptions {
     batchEvents?: number[]
     snapshotSeconds?: number[]
     stallSeconds?: number[]
+    restoreSeconds?: number[]
   }
 }
 
@@ -26,22 +28,36 @@ export const PROMETHEUS_DEFAULTS = Object.freeze({
     batchEvents: Object.freeze([1, 10, 50, 100, 500, 1000, 5000, 10000, 50000]),
     snapshotSeconds: Object.freeze([0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]),
     stallSeconds: Object.freeze([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
+    // From an empty or local start (milliseconds) to a large download (minutes).
+    restoreSeconds: Object.freeze([0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]),
   }),
 })
 
-const PARTITION = ['job', 'topic', 'partition'] as const
-const SNAPSHOT = ['job', 'partition'] as const
+// `job_name`, not `job`: Prometheus sets `job` (and `instance`) on every
+// series it scrapes, and renames a `job` label of the target's own to
+// `exported_job`, where no query written as {job="..."} finds it.
+const PARTITION = ['job_name', 'topic', 'partition'] as const
+const SNAPSHOT = ['job_name', 'partition'] as const
 
 /**
  * Tidemark's metrics channels as Prometheus series (docs/metrics.md): it
  * subscribes to every channel of METRICS_CHANNELS when made and updates its
  * series from the messages; close() unsubscribes and removes the series from
  * the registry. Serve `registry.metrics()` (see examples/metrics/).
+ *
+ * A partition's counters and histograms, with every label value known in
+ * advance (outcomes, failure codes, restore sources, ownership events),
+ * start at zero when the partition is announced or first heard of: a series
+ * that appears at 1 has no earlier sample, so increase() and rate() miss the
+ * first failure. Gauges start when their value is known (a position of 0
+ * would be a lie).
  */
 export class PrometheusMetrics {
   readonly registry: Registry
   readonly #subscriptions: Array<[string, (message: unknown) => void]> = []
   readonly #names: string[] = []
+  /** Partitions (either label set) whose series were started at zero. */
+  readonly #started = new Set<string>()
   #closed = false
 
   constructor(options: PrometheusMetricsOptions = {}) {
@@ -78,17 +94,46 @@ export class PrometheusMetrics {
 
     const restores = new Counter({ name: name('restores_total'), help: 'Restores finished, by where the state came from (snapshot, local, empty).', labelNames: [...SNAPSHOT, 'source'], registers: reg })
     const restoreDownloaded = new Gauge({ name: name('restore_downloaded_bytes'), help: 'Bytes the current (or last) restore downloaded so far.', labelNames: SNAPSHOT, registers: reg })
-    const restoreTotal = new Gauge({ name: name('restore_total_bytes'), help: 'Bytes the current (or last) restore downloads in all.', labelNames: SNAPSHOT, registers: reg })
-    const restoreSeconds = new Gauge({ name: name('restore_duration_seconds'), help: 'Duration of the last restore.', labelNames: SNAPSHOT, registers: reg })
+    const restoreSize = new Gauge({ name: name('restore_size_bytes'), help: 'Bytes the current (or last) restore downloads in all.', labelNames: SNAPSHOT, registers: reg })
+    const restoreSeconds = new Histogram({ name: name('restore_duration_seconds'), help: 'Duration of a restore, from its start until the store is in place (whatever the source).', labelNames: SNAPSHOT, buckets: [...buckets.restoreSeconds], registers: reg })
 
     const replayDone = new Gauge({ name: name('replay_events'), help: 'Events the current (or last) replay after a start applied so far.', labelNames: PARTITION, registers: reg })
-    const replayTotal = new Gauge({ name: name('replay_total_events'), help: 'Events the current (or last) replay covers.', labelNames: PARTITION, registers: reg })
+    const replaySize = new Gauge({ name: name('replay_size_events'), help: 'Events the current (or last) replay covers.', labelNames: PARTITION, registers: reg })
 
     const ownership = new Counter({ name: name('ownership_events_total'), help: 'Claim and fencing events: acquired, renew-failed, lost, fenced, release-failed.', labelNames: [...SNAPSHOT, 'event'], registers: reg })
     const outbox = new Gauge({ name: name('outbox_depth'), help: 'Outputs committed in the outbox and not yet delivered.', labelNames: PARTITION, registers: reg })
 
-    const p = (m: { job: string; topic: string; partition: number }) => ({ job: m.job, topic: m.topic, partition: String(m.partition) })
-    const s = (m: { job: string; partition: string }) => ({ job: m.job, partition: m.partition })
+    const startPartition = (l: Record<(typeof PARTITION)[number], string>): void => {
+      if (!this.#firstSeen('p', l)) return
+      for (const c of [commits, events, eventBytes]) c.inc(l, 0)
+      for (const h of [batchEvents, commitSeconds]) h.zero(l)
+    }
+    const startSnapshots = (l: Record<(typeof SNAPSHOT)[number], string>): void => {
+      if (!this.#firstSeen('s', l)) return
+      for (const outcome of SNAPSHOT_OUTCOMES) snapshots.inc({ ...l, outcome }, 0)
+      for (const code of SNAPSHOT_FAILURE_CODES) snapshotFailures.inc({ ...l, code }, 0)
+      for (const source of RESTORE_SOURCES) restores.inc({ ...l, source }, 0)
+      for (const event of OWNERSHIP_EVENTS) ownership.inc({ ...l, event }, 0)
+      uploaded.inc(l, 0)
+      for (const h of [snapshotSeconds, stallSeconds, restoreSeconds]) h.zero(l)
+    }
+    // Every message starts its partition's series too: a partition announced
+    // before this adapter subscribed is started at its first message.
+    const p = (m: PartitionLabels) => {
+      const l = { job_name: m.job, topic: m.topic, partition: String(m.partition) }
+      startPartition(l)
+      return l
+    }
+    const s = (m: SnapshotLabels) => {
+      const l = { job_name: m.job, partition: m.partition }
+      startSnapshots(l)
+      return l
+    }
+
+    this.#on<PartitionMessage>(METRICS_CHANNELS.partition, (m) => {
+      p(m)
+      s({ job: m.job, partition: m.snapshotPartition })
+    })
 
     this.#on<CommitMessage>(METRICS_CHANNELS.commit, (m) => {
       const l = p(m)
@@ -120,16 +165,16 @@ export class PrometheusMetrics {
     this.#on<RestoreMessage>(METRICS_CHANNELS.restore, (m) => {
       const l = s(m)
       restoreDownloaded.set(l, m.bytesDownloaded)
-      restoreTotal.set(l, m.bytesTotal)
+      restoreSize.set(l, m.bytesTotal)
       if (m.phase === 'done') {
         restores.inc({ ...l, source: m.source ?? 'snapshot' })
-        if (m.durationMs !== undefined) restoreSeconds.set(l, m.durationMs / 1000)
+        if (m.durationMs !== undefined) restoreSeconds.observe(l, m.durationMs / 1000)
       }
     })
     this.#on<ReplayMessage>(METRICS_CHANNELS.replay, (m) => {
       const l = p(m)
       replayDone.set(l, m.done)
-      replayTotal.set(l, m.total)
+      replaySize.set(l, m.total)
     })
     this.#on<OwnershipMessage>(METRICS_CHANNELS.ownership, (m) => ownership.inc({ ...s(m), event: m.event }))
     this.#on<OutboxMessage>(METRICS_CHANNELS.outbox, (m) => outbox.set(p(m), m.depth))
@@ -151,6 +196,15 @@ export class PrometheusMetrics {
     this.#closed = true
     for (const [channel, handler] of this.#subscriptions) unsubscribe(channel, handler)
     for (const name of this.#names) this.registry.removeSingleMetric(name)
+  }
+
+  /** True the first time these labels are seen (kind: 'p' partition labels, 's' snapshot labels). */
+  #firstSeen(kind: 'p' | 's', labels: Record<string, string>): boolean {
+    // Runs per commit while subscribed: a join, not JSON.stringify.
+    const key = `${kind}\0${Object.values(labels).join('\0')}`
+    if (this.#started.has(key)) return false
+    this.#started.add(key)
+    return true
   }
 
   #on<M>(channel: string, update: (message: M) => void): void {

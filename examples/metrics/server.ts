@@ -1,6 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { PrometheusMetrics } from '../../connectors/prometheus/index.js'
+import type { PrometheusMetrics } from 'tidemark/prometheus'
 
 export interface MetricsServer {
   /** `http://host:port/metrics` */

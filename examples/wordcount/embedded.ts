@@ -2,12 +2,7 @@
 // from <dir>/lines and writes its changes to the file log <dir>/topics/<counts
 // topic> through a file-log sink; stage 2 reads that log with dedupe.
 import { join } from 'node:path'
-import { openFileLog } from '../../src/log/file-log.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
-import { PartitionProcessor } from '../../src/runtime/partition-processor.js'
-import { fileLogSink } from '../../src/outputs/file-log-sink.js'
-import { outboxRecordCodec } from '../../src/outputs/record.js'
-import type { OutboxRecord } from '../../src/outputs/types.js'
+import { FsSnapshotStore, PartitionProcessor, fileLogSink, openFileLog, outboxRecordCodec, type OutboxRecord } from 'tidemark'
 import { counts, countLine, lineAt, sumChange, type CountChange } from './words.js'
 
 export interface EmbeddedArgs {

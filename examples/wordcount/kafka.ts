@@ -4,9 +4,8 @@
 import { Kafka, Partitioners, logLevel } from 'kafkajs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { kafkaSink } from '../../connectors/kafka/outputs/kafka-sink.js'
-import { openSnapshotStore } from '../../src/dfs/open.js'
+import { openSnapshotStore } from 'tidemark'
+import { StatefulConsumer, kafkaSink } from 'tidemark/kafka'
 import { counts, countLine, lineAt, sumChange, type CountChange } from './words.js'
 
 export interface KafkaArgs {
@@ -16,7 +15,8 @@ export interface KafkaArgs {
   countsTopic: string
   job: string
   state: string | undefined
-  store: string | undefined
+  /** Shared by every member of the group: a hand-off snapshot is where the next owner finds it. */
+  store: string
   produce: number
   idleExit: boolean
 }
@@ -39,7 +39,7 @@ export async function runKafka(a: KafkaArgs): Promise<void> {
   const sink = kafkaSink({ brokers: a.brokers })
   const job = a.stage === 'count' ? a.job : `${a.job}-sum`
   const snapshots = {
-    store: await openSnapshotStore(a.store ?? `file://${join(tmpdir(), 'wordcount-snapshots')}`),
+    store: await openSnapshotStore(a.store),
     schedule: { intervalMs: 30_000, everyEvents: 50_000 },
   }
   const common = {
@@ -57,6 +57,12 @@ export async function runKafka(a: KafkaArgs): Promise<void> {
     })
   const c = consumer as StatefulConsumer<unknown>
   const unit = a.stage === 'count' ? 'lines' : 'changes'
+  // Printed at each assignment, when the member id is known: start() can
+  // resolve before the first join of a member that joins a busy group.
+  c.on('assignment', ({ partitions }) => {
+    const list = partitions.map((p) => `${p.topic}/${p.partition}`).join(', ') || 'none'
+    console.log(`member ${c.memberId} of group tidemark-${job} (pid ${process.pid}): partitions ${list}`)
+  })
   c.on('partition-started', (s) => console.log(`partition ${s.topic}/${s.partition}: ${s.source} state at offset ${s.position ?? 'none'}, fetching from ${s.fetchFrom}`))
   c.on('partition-closed', (x) => console.log(`partition ${x.topic}/${x.partition}: ${x.reason}, ${x.counts.applied} ${unit} applied here${x.handoff === undefined ? '' : `, hand-off snapshot ${x.handoff.id}`}`))
   c.on('partition-failed', (f) => console.error(`partition ${f.topic}/${f.partition} stopped: ${String(f.error)}`))
@@ -76,7 +82,6 @@ export async function runKafka(a: KafkaArgs): Promise<void> {
   process.once('SIGINT', () => void close('SIGINT').then(() => process.exit(0)))
 
   await c.start()
-  console.log(`member ${c.memberId} of group tidemark-${job}`)
   if (a.idleExit) {
     const source = a.stage === 'count' ? a.topic : a.countsTopic
     const admin = new Kafka({ brokers: a.brokers, clientId: 'wordcount-admin', logLevel: logLevel.NOTHING }).admin()

@@ -7,28 +7,38 @@
 //   stage 2 (sum): sums the deltas per word, with dedupe: 'tidemark-ids', so
 //     a change delivered twice (a crash between commit and delivery) counts once.
 //
-// On Kafka (+ a file or S3 snapshot store), every process with the same --job
-// and --stage joins one consumer group:
-//   npx tsx examples/wordcount/main.ts --brokers 127.0.0.1:9092 --produce 10000
-//   npx tsx examples/wordcount/main.ts --brokers 127.0.0.1:9092 --stage sum
+// On Kafka + a file or S3 snapshot store, every process with the same --job
+// and --stage joins one consumer group; all of them take the same --store,
+// where a partition's next owner finds its hand-off snapshot (a fresh store
+// for a fresh topic: snapshots of an earlier run would say its partitions
+// are further on than they are):
+//   node --import tsx examples/wordcount/main.ts --brokers 127.0.0.1:9092 --store file:///tmp/wc/snapshots --produce 10000
+//   node --import tsx examples/wordcount/main.ts --brokers 127.0.0.1:9092 --store file:///tmp/wc/snapshots --stage sum
 //   ... --store 's3://bucket/wc?endpoint=http://127.0.0.1:9000&region=us-east-1'
 // On the embedded file log, no services at all:
-//   npx tsx examples/wordcount/main.ts --embedded /tmp/wc --produce 10000
-//   npx tsx examples/wordcount/main.ts --embedded /tmp/wc --stage sum
+//   node --import tsx examples/wordcount/main.ts --embedded /tmp/wc --produce 10000
+//   node --import tsx examples/wordcount/main.ts --embedded /tmp/wc --stage sum
 //
-// Stop a process with SIGTERM (or Ctrl-C): it finishes its batches, snapshots
-// its partitions, (on Kafka) leaves the group and prints its totals.
+// Stop a process with SIGTERM (kill PID; each member prints its pid) or
+// Ctrl-C: it finishes its batches, snapshots its partitions, (on Kafka) leaves
+// the group and prints its totals. Not through npx: npx does not pass a kill
+// on to the process it starts, which then goes on without a hand-off. In a
+// launcher script, `exec node --import tsx ...` makes the member the process
+// that is signalled.
+//
+// Run from the repository's root: its tsconfig.json maps 'tidemark' to the
+// source. Copied into an app, the same files import the installed package.
 import { parseArgs } from 'node:util'
 import { runEmbedded } from './embedded.js'
 import { runKafka } from './kafka.js'
 
-const USAGE = `usage: npx tsx examples/wordcount/main.ts (--brokers host:port[,host:port] | --embedded DIR) [options]
+const USAGE = `usage: node --import tsx examples/wordcount/main.ts (--brokers host:port[,host:port] --store URL | --embedded DIR) [options]
   --stage count|sum  count: lines -> counts topic (default); sum: counts topic -> totals, with dedupe
   --topic NAME       the topic of lines (default wordcount-lines)
   --counts-topic N   the topic of count changes between the stages (default wordcount-counts)
   --job NAME         the job; stage sum runs as <job>-sum (default wordcount)
   --state DIR        local partition stores (default <tmp>/wordcount-state-<pid>)
-  --store URL        snapshot store, file:// or s3:// (default file://<tmp>/wordcount-snapshots)
+  --store URL        with --brokers: the snapshot store every member shares, file:// or s3:// (required)
   --embedded DIR     run on the embedded file log in DIR (lines, topics, state, snapshots): no Kafka, no S3
   --produce N        first produce N lines of words
   --idle-exit        close and exit once caught up, printing the totals (for scripts)`
@@ -62,6 +72,8 @@ async function main(): Promise<void> {
     await runEmbedded({ stage, dir: values.embedded, job: values.job, countsTopic: values['counts-topic'], produce, idleExit: values['idle-exit'] })
     return
   }
+  // No default: a fixed one would hand a fresh topic the snapshots of the runs before.
+  if (values.store === undefined) throw new UsageError('--store is required with --brokers: the snapshot store (file:// or s3://) every member of the group shares; a fresh one for a fresh topic')
   await runKafka({
     stage, brokers: values.brokers!.split(','), topic: values.topic, countsTopic: values['counts-topic'], job: values.job,
     state: values.state, store: values.store, produce, idleExit: values['idle-exit'],

@@ -1,7 +1,5 @@
 // The two stages' logic, shared by the Kafka and the embedded runs.
-import type { Transaction } from '../../src/store/transaction.js'
-import { valueState } from '../../src/store/state.js'
-import type { EmitContext } from '../../src/outputs/types.js'
+import { valueState, type EmitContext, type Transaction } from 'tidemark'
 
 export const WORDS = ['tide', 'mark', 'state', 'log', 'kafka', 'snapshot', 'partition', 'offset', 'group', 'owner']
 

@@ -1,4 +1,5 @@
 import { channel } from 'node:diagnostics_channel'
+import type { ErrorCode } from '../errors.js'
 
 /**
  * The `node:diagnostics_channel` names Tidemark publishes on. A subscriber
@@ -9,6 +10,12 @@ import { channel } from 'node:diagnostics_channel'
  * subscriber: publishers check `hasSubscribers` first.
  */
 export const METRICS_CHANNELS = Object.freeze({
+  /**
+   * A partition's metrics were made (its processor or consumer task exists):
+   * its series can start at zero, so that a rate or an increase() sees the
+   * first commit, failure or fencing.
+   */
+  partition: 'tidemark:partition',
   /** A batch committed: state changes and position in one LevelDB write. */
   commit: 'tidemark:commit',
   /** Events the log holds after the store's position. */
@@ -44,6 +51,26 @@ export interface SnapshotLabels {
   partition: string
 }
 
+/** Values of the labels known in advance: an exporter starts a partition's series of each at zero. */
+export const SNAPSHOT_OUTCOMES = Object.freeze(['ok', 'failed'] as const)
+/**
+ * The codes a snapshot fails with by design (the Snapshotter's own, and the
+ * runtimes' claim check before a manifest is written); 'unknown' is any
+ * error that is not a TidemarkError. Another code can still occur (a store
+ * that fails to reopen after its checkpoint): the outcome counts it too.
+ */
+export const SNAPSHOT_FAILURE_CODES = Object.freeze([
+  'TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', 'TIDEMARK_SNAPSHOT_FENCED', 'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
+  'TIDEMARK_OWNERSHIP_LOST', 'unknown',
+] as const satisfies ReadonlyArray<ErrorCode | 'unknown'>)
+export const RESTORE_SOURCES = Object.freeze(['snapshot', 'local', 'empty'] as const)
+export const OWNERSHIP_EVENTS = Object.freeze(['acquired', 'renew-failed', 'lost', 'fenced', 'release-failed'] as const)
+
+export interface PartitionMessage extends PartitionLabels {
+  /** The partition's key in the snapshot store: the `partition` label of its snapshot, restore and ownership series. */
+  snapshotPartition: string
+}
+
 export interface CommitMessage extends PartitionLabels {
   /** Events in the batch (the commit's size). */
   events: number
@@ -67,7 +94,7 @@ export interface LagMessage extends PartitionLabels {
 export type SnapshotMessage = SnapshotLabels & (
   | {
     outcome: 'ok'
-    /** From the start of the checkpoint until the manifest was written (gc after it not included). */
+    /** From the start of the checkpoint until the manifest was written, the gc that follows it (when due) included. */
     durationMs: number
     /** How long commits were blocked by the checkpoint. */
     stallMs: number
@@ -91,7 +118,7 @@ export interface RestoreMessage extends SnapshotLabels {
   /** 'progress' while downloading; 'done' once, when the store is in place (also for a local store or an empty start). */
   phase: 'progress' | 'done'
   /** With 'done': where the state came from. */
-  source?: 'snapshot' | 'local' | 'empty'
+  source?: (typeof RESTORE_SOURCES)[number]
   bytesDownloaded: number
   bytesTotal: number
   /** With 'done': the whole restore. */
@@ -114,7 +141,7 @@ export interface OwnershipMessage extends SnapshotLabels {
    * fenced: a snapshot found a newer epoch or its manifest key taken;
    * release-failed: close() could not give the claim up.
    */
-  event: 'acquired' | 'renew-failed' | 'lost' | 'fenced' | 'release-failed'
+  event: (typeof OWNERSHIP_EVENTS)[number]
   epoch?: number
 }
 
@@ -125,6 +152,7 @@ export interface OutboxMessage extends PartitionLabels {
 
 /** The message type of each channel. */
 export interface MetricsMessages {
+  'tidemark:partition': PartitionMessage
   'tidemark:commit': CommitMessage
   'tidemark:lag': LagMessage
   'tidemark:snapshot': SnapshotMessage
@@ -139,6 +167,7 @@ export interface MetricsMessages {
  * a name, and holding it keeps `hasSubscribers` a property read.
  */
 export const channels = Object.freeze({
+  partition: channel(METRICS_CHANNELS.partition),
   commit: channel(METRICS_CHANNELS.commit),
   lag: channel(METRICS_CHANNELS.lag),
   snapshot: channel(METRICS_CHANNELS.snapshot),

@@ -1,6 +1,6 @@
-export { METRICS_CHANNELS, channels as metricsChannels } from './channels.js'
+export { METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, channels as metricsChannels } from './channels.js'
 export type {
-  CommitMessage, LagMessage, MetricsChannelName, MetricsMessages, OutboxMessage, OwnershipMessage, PartitionLabels, ReplayMessage, RestoreMessage,
+  CommitMessage, LagMessage, MetricsChannelName, MetricsMessages, OutboxMessage, OwnershipMessage, PartitionLabels, PartitionMessage, ReplayMessage, RestoreMessage,
   SnapshotLabels, SnapshotMessage,
 } from './channels.js'
 export { PartitionMetrics } from './partition-metrics.js'

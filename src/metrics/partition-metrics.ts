@@ -3,7 +3,7 @@ import { describe } from '../describe.js'
 
 /**
  * The metrics of one partition as its processor (or consumer task) publishes
- * them. Every method returns at once while its channel has no subscriber:
+ * them; making one announces the partition (METRICS_CHANNELS.partition). Every method returns at once while its channel has no subscriber:
  * one property read, no message built, no clock read.
  */
 export class PartitionMetrics {
@@ -22,6 +22,9 @@ export class PartitionMetrics {
     if (typeof snapshotPartition !== 'string' || snapshotPartition === '') throw new TypeError(`snapshotPartition must be a non-empty string, got ${JSON.stringify(snapshotPartition) ?? typeof snapshotPartition}`)
     this.labels = Object.freeze({ job: labels.job, topic: labels.topic, partition: labels.partition })
     this.snapshotLabels = Object.freeze({ job: labels.job, partition: snapshotPartition })
+    // Announced once, so that an exporter starts the partition's series at
+    // zero: a counter that first appears at 1 is invisible to increase().
+    if (channels.partition.hasSubscribers) channels.partition.publish({ ...this.labels, snapshotPartition })
   }
 
   /** A clock reading to hand to committed() for the commit's latency; 0 (no clock read) while nobody listens. */

@@ -1,31 +1,31 @@
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
-import { expect, it, onTestFinished } from 'vitest'
+import { expect, it } from 'vitest'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-
-const example = join(import.meta.dirname, '../../examples/wordcount/main.ts')
+import { member } from './fixtures/wordcount-member.js'
 
 it('examples/wordcount: one command, and SIGTERM hands every partition off with a snapshot before it exits 0', async () => {
   const dir = tempDir()
-  const args = ['--brokers', kafkaService().brokers.join(','), '--topic', randomName('wc-lines'), '--job', randomName('wc'), '--state', join(dir, 'state'), '--store', `file://${join(dir, 'snapshots')}`, '--produce', '2000']
-  const child = spawn(process.execPath, ['--import', 'tsx', example, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-  onTestFinished(() => {
-    child.kill('SIGKILL')
-  })
-  const lines: string[] = []
-  const exited = once(child, 'exit')
-  let started = 0
-  for await (const line of createInterface({ input: child.stdout })) {
-    lines.push(line)
-    if (/^partition .*fetching from/.test(line) && ++started === 4) child.kill('SIGTERM')
-  }
-  const [code] = await exited
-  expect(code).toBe(0)
+  const job = randomName('wc')
+  const args = ['--brokers', kafkaService().brokers.join(','), '--topic', randomName('wc-lines'), '--job', job, '--state', join(dir, 'state'), '--store', `file://${join(dir, 'snapshots')}`, '--produce', '2000']
+  const m = member(args)
+  await m.line(/^partition .*fetching from/, 4)
+  m.child.kill('SIGTERM')
+  expect(await m.exited).toBe(0)
+  const { lines } = m
   expect(lines[0]).toBe(`produced 2000 lines to ${args[3]}`)
+  // The member's id, known once it joined, and the pid a `kill` must name.
+  expect(lines[1]).toMatch(new RegExp(`^member (?!undefined)\\S+ of group tidemark-${job} \\(pid ${m.child.pid}\\): partitions ${args[3]}/0, ${args[3]}/1, ${args[3]}/2, ${args[3]}/3$`))
   expect(lines).toContain('SIGTERM: handing off')
   expect(lines.filter((l) => /: shutdown, \d+ lines applied here, hand-off snapshot \d{10}-\d{12}$/.test(l))).toHaveLength(4)
   expect(lines.at(-1)).toMatch(/^closed: 4 partitions handed off, \d+ lines applied by this process$/)
+})
+
+it('examples/wordcount: --brokers without --store is a usage error, not a fixed store that earlier runs filled', async () => {
+  const m = member(['--brokers', kafkaService().brokers.join(',')], 'pipe')
+  let stderr = ''
+  m.child.stderr!.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+  expect(await m.exited).toBe(2)
+  expect(stderr).toMatch(/^wordcount: --store is required with --brokers/)
+  expect(m.lines).toEqual([])
 })

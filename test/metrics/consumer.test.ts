@@ -28,16 +28,20 @@ describe('metrics and logs of a StatefulConsumer', () => {
 
     const text = await metrics.metrics()
     for (const partition of [0, 1]) {
-      const p = `job="${job}",topic="${topic}",partition="${partition}"`
+      const p = `job_name="${job}",topic="${topic}",partition="${partition}"`
       expect(text).toContain(`tidemark_committed_events_total{${p}} 150`)
       expect(text).toContain(`tidemark_position{${p}} 149`)
       expect(text).toContain(`tidemark_lag_events{${p}} 0`)
       expect(Number(/tidemark_commits_total\{[^}]*\} (\d+)/.exec(text.slice(text.indexOf(`tidemark_commits_total{${p}}`)))![1])).toBeGreaterThanOrEqual(3)
       // The snapshot store's key of a consumer's partition is <topic>-<partition>.
-      const s = `job="${job}",partition="${topic}-${partition}"`
+      const s = `job_name="${job}",partition="${topic}-${partition}"`
       expect(text).toContain(`tidemark_ownership_events_total{${s},event="acquired"} 1`)
       expect(text).toMatch(new RegExp(`tidemark_snapshots_total\\{${s},outcome="ok"\\} [1-9]`))
       expect(text).toContain(`tidemark_restores_total{${s},source="empty"} 1`)
+      // Known in advance, so there at 0: an alert on increase() sees the first failure or loss.
+      expect(text).toContain(`tidemark_snapshots_total{${s},outcome="failed"} 0`)
+      expect(text).toContain(`tidemark_snapshot_failures_total{${s},code="TIDEMARK_SNAPSHOT_UPLOAD_FAILED"} 0`)
+      expect(text).toContain(`tidemark_ownership_events_total{${s},event="lost"} 0`)
     }
     const messages = lines.map((l) => `${l.level} ${l.message}`)
     expect(messages).toEqual(expect.arrayContaining(['info group assignment', 'info partition started', 'info snapshot committed', 'info partition closed']))

@@ -1,9 +1,14 @@
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createPrometheusMetrics } from '../../connectors/prometheus/index.js'
 import { serveMetrics } from '../../examples/metrics/server.js'
-import { FsSnapshotStore, PartitionProcessor, metricsChannels, openFileLog, type FileLog } from '../../src/index.js'
+import {
+  FsSnapshotStore, OWNERSHIP_EVENTS, PartitionProcessor, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, metricsChannels, openFileLog, type FileLog,
+} from '../../src/index.js'
 import { addSale, saleAt, TOPIC, totals, type Sale } from '../runtime/fixtures/totals.js'
 import { tempDir } from '../helpers/tmp.js'
 
@@ -86,8 +91,8 @@ describe('metrics: the Prometheus adapter', () => {
       expect(Object.keys(sample.labels).filter((l) => l !== 'le').sort(), sample.name).toEqual([...series!.labels].sort())
     }
 
-    const p = { job: 'metrics-job', topic: TOPIC, partition: '0' }
-    const s = { job: 'metrics-job', partition: '0' }
+    const p = { job_name: 'metrics-job', topic: TOPIC, partition: '0' }
+    const s = { job_name: 'metrics-job', partition: '0' }
     // First: 6 + 4 batches of 100; second: the replay of 400 (replayBatchSize is batchSize when that is set).
     expect(value(samples, 'tidemark_commits_total', p)).toBe(14)
     expect(value(samples, 'tidemark_committed_events_total', p)).toBe(1400)
@@ -113,14 +118,92 @@ describe('metrics: the Prometheus adapter', () => {
     expect(value(samples, 'tidemark_restores_total', { ...s, source: 'snapshot' })).toBe(1)
     const downloaded = value(samples, 'tidemark_restore_downloaded_bytes', s)!
     expect(downloaded).toBeGreaterThan(0)
-    expect(downloaded).toBe(value(samples, 'tidemark_restore_total_bytes', s))
-    expect(value(samples, 'tidemark_restore_duration_seconds', s)).toBeGreaterThan(0)
+    expect(downloaded).toBe(value(samples, 'tidemark_restore_size_bytes', s))
+    expect(value(samples, 'tidemark_restore_duration_seconds_count', s)).toBe(2)
+    expect(value(samples, 'tidemark_restore_duration_seconds_sum', s)).toBeGreaterThan(0)
     expect(value(samples, 'tidemark_replay_events', p)).toBe(400)
-    expect(value(samples, 'tidemark_replay_total_events', p)).toBe(400)
+    expect(value(samples, 'tidemark_replay_size_events', p)).toBe(400)
+    // Nothing failed, and the series say so.
+    expect(value(samples, 'tidemark_snapshots_total', { ...s, outcome: 'failed' })).toBe(0)
+    expect(value(samples, 'tidemark_restores_total', { ...s, source: 'local' })).toBe(0)
 
     // Each owner's claim; the first released it on close, so the second took it at once.
     expect(value(samples, 'tidemark_ownership_events_total', { ...s, event: 'acquired' })).toBe(2)
     expect(value(samples, 'tidemark_outbox_depth', p)).toBe(3)
+  })
+
+  it('a fresh process: /metrics of examples/metrics has the partition\'s failure series at 0 before anything failed', async () => {
+    const root = join(import.meta.dirname, '../..')
+    // From the repository's root, where tsx finds the tsconfig that maps 'tidemark' to the source.
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/metrics/main.ts', '--port', '0', '--events', '10'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] })
+    onTestFinished(() => { child.kill('SIGKILL') })
+    const exited = once(child, 'exit')
+    let url: string | undefined
+    let text: string | undefined
+    for await (const line of createInterface({ input: child.stdout })) {
+      url ??= /^metrics at (\S+)$/.exec(line)?.[1]
+      if (line.startsWith('processing ')) {
+        text = await (await fetch(url!)).text()
+        child.kill('SIGTERM')
+      }
+    }
+    expect((await exited)[0]).toBe(0)
+    const { samples } = parse(text!)
+    const s = { job_name: 'metrics-example', partition: '0' }
+    expect(value(samples, 'tidemark_snapshots_total', { ...s, outcome: 'failed' })).toBe(0)
+    expect(value(samples, 'tidemark_snapshots_total', { ...s, outcome: 'ok' })).toBe(0)
+    for (const code of SNAPSHOT_FAILURE_CODES) expect(value(samples, 'tidemark_snapshot_failures_total', { ...s, code }), code).toBe(0)
+    expect(value(samples, 'tidemark_ownership_events_total', { ...s, event: 'lost' })).toBe(0)
+    expect(value(samples, 'tidemark_ownership_events_total', { ...s, event: 'fenced' })).toBe(0)
+    expect(value(samples, 'tidemark_snapshot_duration_seconds_count', s)).toBe(0)
+    // prom-client's process metrics share the registry.
+    expect(value(samples, 'process_cpu_seconds_total')).toBeGreaterThan(0)
+  })
+
+  it('a partition\'s counters and histograms start at 0 when its processor is made, and at its first message for an adapter made later', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 10)
+    onTestFinished(() => log.close())
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const early = createPrometheusMetrics()
+    onTestFinished(() => early.close())
+    const made = processor(join(dir, 'a'), log, snapshots)
+    const p = { job_name: 'metrics-job', topic: TOPIC, partition: '0' }
+    const s = { job_name: 'metrics-job', partition: '0' }
+    const zeros = (samples: Sample[]): void => {
+      for (const code of SNAPSHOT_FAILURE_CODES) expect(value(samples, 'tidemark_snapshot_failures_total', { ...s, code }), code).toBe(0)
+      for (const event of OWNERSHIP_EVENTS.filter((e) => e !== 'acquired')) expect(value(samples, 'tidemark_ownership_events_total', { ...s, event }), event).toBe(0)
+      expect(value(samples, 'tidemark_snapshots_total', { ...s, outcome: 'failed' })).toBe(0)
+      expect(value(samples, 'tidemark_snapshot_uploaded_bytes_total', s)).toBe(0)
+      expect(value(samples, 'tidemark_snapshot_stall_seconds_bucket', { ...s, le: '+Inf' })).toBe(0)
+    }
+    // Made, not started: nothing happened, and every known series is there at 0.
+    let { samples } = parse(await early.metrics())
+    zeros(samples)
+    for (const source of RESTORE_SOURCES) expect(value(samples, 'tidemark_restores_total', { ...s, source }), source).toBe(0)
+    expect(value(samples, 'tidemark_commits_total', p)).toBe(0)
+    expect(value(samples, 'tidemark_commit_duration_seconds_count', p)).toBe(0)
+    expect(value(samples, 'tidemark_restore_duration_seconds_count', s)).toBe(0)
+    // Gauges wait for a value: a position of 0 would say offset 0 is committed.
+    expect(value(samples, 'tidemark_position', p)).toBeUndefined()
+
+    // An adapter made after the processor: the restore at start starts the
+    // snapshot series, the first commit the partition's, without losing either.
+    const late = createPrometheusMetrics()
+    onTestFinished(() => late.close())
+    await made.start()
+    expect(await made.catchUp()).toBe(10)
+    await made.close()
+    for (const metrics of [early, late]) {
+      ({ samples } = parse(await metrics.metrics()))
+      zeros(samples)
+      expect(value(samples, 'tidemark_restores_total', { ...s, source: 'empty' })).toBe(1)
+      expect(value(samples, 'tidemark_restores_total', { ...s, source: 'snapshot' })).toBe(0)
+      expect(value(samples, 'tidemark_restore_duration_seconds_count', s)).toBe(1)
+      expect(value(samples, 'tidemark_commits_total', p)).toBe(1)
+      expect(value(samples, 'tidemark_commit_duration_seconds_count', p)).toBe(1)
+      expect(value(samples, 'tidemark_ownership_events_total', { ...s, event: 'acquired' })).toBe(1)
+    }
   })
 
   it('close() unsubscribes from every channel, so that publishers build nothing again', () => {
