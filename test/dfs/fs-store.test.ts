@@ -5,9 +5,12 @@ import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { FsSnapshotStore } from '../../src/index.js'
 import { makeTempDir, tempDir } from '../helpers/tmp.js'
-import { listKeys, readAll, snapshotStoreSuite } from './snapshot-store.suite.js'
+import { snapshotStoreSuite } from '../../src/testing/index.js'
+import { listKeys, readAll } from '../../src/testing/streams.js'
 
 snapshotStoreSuite({
+  test: it,
+  describe,
   name: 'file system',
   factory: async () => {
     const dir = makeTempDir('tidemark-dfs-')
