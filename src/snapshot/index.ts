@@ -3,7 +3,7 @@ export type { SnapshotterOptions, SnapshotterEvent, SnapshotResult, SnapshotFile
 export { restoreSnapshot } from './restore.js'
 export type { RestoreOptions, RestoreResult, RestoreProgress, RestoreEvent, SkippedSnapshot, SnapshotSummary } from './restore.js'
 export { SnapshotScheduler } from './scheduler.js'
-export type { SnapshotSchedulerOptions } from './scheduler.js'
+export type { SnapshotSchedulerOptions, SchedulerClock } from './scheduler.js'
 export type { GcResult } from './gc.js'
 export type { ManifestRef } from './catalog.js'
 export type { SnapshotManifest, SnapshotFile, SnapshotObject } from './manifest.js'

@@ -32,6 +32,36 @@ export const SCHEDULER_DEFAULTS = Object.freeze({
   retryDelayMs: 10_000,
 })
 
+/**
+ * The time and the timer a SnapshotScheduler runs on. The default is the
+ * process's monotonic clock and a real, unref'd interval; a test passes its
+ * own to move time by hand instead of waiting for it.
+ */
+export interface SchedulerClock {
+  /** Milliseconds on a monotonic clock; only differences are used. */
+  now(): number
+  /** Calls `fn` every `ms` milliseconds until the returned function is called; must not keep the process alive. */
+  every(ms: number, fn: () => void): () => void
+}
+
+export const REAL_SCHEDULER_CLOCK: SchedulerClock = Object.freeze({
+  now: () => performance.now(),
+  every: (ms: number, fn: () => void): (() => void) => {
+    const timer = setInterval(fn, ms)
+    timer.unref()
+    return () => clearInterval(timer)
+  },
+})
+
+export function checkSchedulerClock(value: unknown, name: string): SchedulerClock {
+  if (value === undefined) return REAL_SCHEDULER_CLOCK
+  const clock = value as Partial<SchedulerClock> | null
+  if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function' || typeof clock.every !== 'function') {
+    throw new TypeError(`${name} must be an object with now() and every(ms, fn) functions, got ${describe(value)}`)
+  }
+  return clock as SchedulerClock
+}
+
 export function checkObject(value: unknown, what: string): Record<string, unknown> {
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${describe(value)}`)
   return value as Record<string, unknown>

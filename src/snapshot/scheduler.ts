@@ -1,7 +1,7 @@
 import { isTidemarkError } from '../errors.js'
 import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
-import { checkFunction, checkInt, checkKnown, checkObject, SCHEDULER_DEFAULTS } from './options.js'
+import { checkFunction, checkInt, checkKnown, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
 import type { Snapshotter, SnapshotResult } from './snapshotter.js'
 
 export interface SnapshotSchedulerOptions {
@@ -15,9 +15,13 @@ export interface SnapshotSchedulerOptions {
   retryDelayMs?: number
   onSnapshot?: (result: SnapshotResult) => void
   onError?: (error: unknown) => void
+  /** What time and intervals are measured with (`{ now(), every(ms, fn) }`). Default: performance.now() and an unref'd setInterval. */
+  clock?: SchedulerClock
 }
 
-const KNOWN = ['onSnapshot', 'onError', ...Object.keys(SCHEDULER_DEFAULTS)]
+export type { SchedulerClock }
+
+const KNOWN = ['onSnapshot', 'onError', 'clock', ...Object.keys(SCHEDULER_DEFAULTS)]
 
 /**
  * Decides when to snapshot a partition: by time, by events and by bytes
@@ -31,14 +35,15 @@ const KNOWN = ['onSnapshot', 'onError', ...Object.keys(SCHEDULER_DEFAULTS)]
  */
 export class SnapshotScheduler {
   readonly snapshotter: Snapshotter
-  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError'>>>
+  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError' | 'clock'>>>
+  readonly #clock: SchedulerClock
   readonly #onSnapshot: ((result: SnapshotResult) => void) | undefined
   readonly #onError: ((error: unknown) => void) | undefined
   #events = 0
   #bytes = 0
-  #lastStart = performance.now()
-  #notBefore = 0
-  #timer: NodeJS.Timeout | undefined
+  #lastStart: number
+  #notBefore = -Infinity
+  #stopTimer: (() => void) | undefined
   #running: Promise<SnapshotResult | undefined> | undefined
   #stopped = false
 
@@ -58,22 +63,23 @@ export class SnapshotScheduler {
     })
     this.#onSnapshot = checkFunction(o.onSnapshot, 'onSnapshot')
     this.#onError = checkFunction(o.onError, 'onError')
+    this.#clock = checkSchedulerClock(o.clock, 'clock')
+    this.#lastStart = this.#clock.now()
   }
 
   /** Starts the timer for time-based snapshots. */
   start(): void {
     if (this.#stopped) throw new Error('the scheduler was stopped; create a new one')
-    if (this.#timer !== undefined || this.options.intervalMs === 0) return
+    if (this.#stopTimer !== undefined || this.options.intervalMs === 0) return
     const tick = Math.max(10, Math.min(1000, Math.floor(this.options.intervalMs / 4)))
-    this.#timer = setInterval(() => this.#maybeStart(), tick)
-    this.#timer.unref()
+    this.#stopTimer = this.#clock.every(tick, () => this.#maybeStart())
   }
 
   /** Stops scheduling and waits for snapshots in flight (also one that a waiting trigger() starts). */
   async stop(): Promise<void> {
     this.#stopped = true
-    if (this.#timer !== undefined) clearInterval(this.#timer)
-    this.#timer = undefined
+    this.#stopTimer?.()
+    this.#stopTimer = undefined
     while (this.#running !== undefined) await this.#running
   }
 
@@ -124,11 +130,11 @@ export class SnapshotScheduler {
     if (this.#events === 0 && this.#bytes === 0) return false
     if (everyEvents > 0 && this.#events >= everyEvents) return true
     if (everyBytes > 0 && this.#bytes >= everyBytes) return true
-    return intervalMs > 0 && performance.now() - this.#lastStart >= intervalMs
+    return intervalMs > 0 && this.#clock.now() - this.#lastStart >= intervalMs
   }
 
   #maybeStart(): void {
-    if (this.#stopped || this.#running !== undefined || performance.now() < this.#notBefore || !this.#due()) return
+    if (this.#stopped || this.#running !== undefined || this.#clock.now() < this.#notBefore || !this.#due()) return
     void this.#start()
   }
 
@@ -137,7 +143,7 @@ export class SnapshotScheduler {
     const bytes = this.#bytes
     this.#events = 0
     this.#bytes = 0
-    this.#lastStart = performance.now()
+    this.#lastStart = this.#clock.now()
     const run = (async () => {
       let result: SnapshotResult
       try {
@@ -146,7 +152,7 @@ export class SnapshotScheduler {
         this.#events += events
         this.#bytes += bytes
         // Another caller's snapshot of the same store is no failure of ours.
-        if (!isTidemarkError(error, 'TIDEMARK_SNAPSHOT_IN_PROGRESS')) this.#notBefore = performance.now() + this.options.retryDelayMs
+        if (!isTidemarkError(error, 'TIDEMARK_SNAPSHOT_IN_PROGRESS')) this.#notBefore = this.#clock.now() + this.options.retryDelayMs
         // Nobody awaits a scheduled snapshot: a callback's throw must stay here.
         callListener(() => this.#onError?.(error), undefined)
         return undefined

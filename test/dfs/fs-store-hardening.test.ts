@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { FsSnapshotStore } from '../../src/index.js'
 import { tempDir } from '../helpers/tmp.js'
-import { listKeys, readAll } from './snapshot-store.suite.js'
+import { listKeys, readAll } from '../../src/testing/streams.js'
 
 /** A store whose `job/0/data` is a link to a directory outside the root that holds two files. */
 async function linkedDataStore(): Promise<{ store: FsSnapshotStore; root: string; outside: string }> {

@@ -1,12 +1,16 @@
-import { mkdir, readdir, utimes, writeFile } from 'node:fs/promises'
+import { mkdir, open, readdir, utimes, writeFile } from 'node:fs/promises'
+import { Readable } from 'node:stream'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { FsSnapshotStore } from '../../src/index.js'
 import { makeTempDir, tempDir } from '../helpers/tmp.js'
-import { listKeys, readAll, snapshotStoreSuite } from './snapshot-store.suite.js'
+import { snapshotStoreSuite } from '../../src/testing/index.js'
+import { listKeys, readAll } from '../../src/testing/streams.js'
 
 snapshotStoreSuite({
+  test: it,
+  describe,
   name: 'file system',
   factory: async () => {
     const dir = makeTempDir('tidemark-dfs-')
@@ -73,19 +77,41 @@ describe('FsSnapshotStore', () => {
 
   it('waits for a live lock, and breaks one left by a dead process once it is older than lockStaleMs', async () => {
     const root = tempDir()
-    const store = new FsSnapshotStore({ root, lockStaleMs: 300 })
+    const store = new FsSnapshotStore({ root, lockStaleMs: 60_000 })
     const { etag } = await store.put('p/owner.json', Buffer.from('a'))
     // What a process killed between taking the lock and removing it leaves.
     const lock = join(root, 'p', '.tidemark-tmp-lock-owner.json')
     await writeFile(lock, '')
-    const started = Date.now()
-    const swapped = await store.put('p/owner.json', Buffer.from('b'), { ifMatch: etag! })
-    expect(Date.now() - started).toBeGreaterThanOrEqual(250) // waited (mtime resolution allows a little less)
+    let settled = false
+    let bodyRead!: () => void
+    const read = new Promise<void>((resolve) => { bodyRead = resolve })
+    const body = Readable.from((async function* () {
+      yield Buffer.from('b')
+      bodyRead()
+    })())
+    const swapping = store.put('p/owner.json', body, { ifMatch: etag! }).finally(() => { settled = true })
+    // Past its body, the put syncs and closes its temporary file and takes
+    // the lock: after as many syncs of ours, it is at the lock (a minute from
+    // stale), and waits there, however slow the machine.
+    await read
+    const scratch = join(root, 'scratch')
+    for (let i = 0; i < 10; i++) {
+      const file = await open(scratch, 'w')
+      await file.write(Buffer.from([i]))
+      await file.sync()
+      await file.close()
+      await readdir(join(root, 'p'))
+    }
+    expect(settled).toBe(false)
+    expect((await readAll(await store.get('p/owner.json'))).toString()).toBe('a')
+    // The lock ages past lockStaleMs (its mtime is what is compared): the waiting put breaks it.
+    await utimes(lock, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000))
+    const swapped = await swapping
     expect((await readAll(await store.get('p/owner.json'))).toString()).toBe('b')
     expect(await readdir(join(root, 'p'))).toEqual(['owner.json'])
     // A lock older than lockStaleMs from the start is broken at once.
     await writeFile(lock, '')
-    await utimes(lock, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000))
+    await utimes(lock, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000))
     await new FsSnapshotStore({ root }).put('p/owner.json', Buffer.from('c'), { ifMatch: swapped.etag! })
     expect((await readAll(await store.get('p/owner.json'))).toString()).toBe('c')
     expect(await readdir(join(root, 'p'))).toEqual(['owner.json'])

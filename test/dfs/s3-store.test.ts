@@ -18,7 +18,8 @@ import { S3SnapshotStore, S3_DEFAULTS, type S3SnapshotStoreOptions } from '../..
 import { openSnapshotStore } from '../../src/index.js'
 import { s3Service } from '../helpers/services.js'
 import { randomName } from '../helpers/tmp.js'
-import { listKeys, randomStream, readAll, snapshotStoreSuite } from './snapshot-store.suite.js'
+import { snapshotStoreSuite } from '../../src/testing/index.js'
+import { listKeys, randomStream, readAll } from '../../src/testing/streams.js'
 
 const MiB = 1024 * 1024
 const bucket = randomName('dfs')
@@ -96,6 +97,8 @@ afterAll(async () => {
 })
 
 snapshotStoreSuite({
+  test: it,
+  describe,
   name: 'S3',
   factory: async () => {
     const store = new S3SnapshotStore({ ...connection(), bucket, prefix: randomName('suite') })

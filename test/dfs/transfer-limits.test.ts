@@ -11,7 +11,7 @@ import { TransferLimiter } from '../../src/dfs/transfer-limiter.js'
 import { FsSnapshotStore, PartitionStore, rawCodec, restoreSnapshot, Snapshotter, valueState } from '../../src/index.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { randomStream, readAll } from './snapshot-store.suite.js'
+import { randomStream, readAll } from '../../src/testing/streams.js'
 
 const MiB = 1024 * 1024
 const kv = valueState('kv', { codec: rawCodec() })

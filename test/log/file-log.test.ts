@@ -8,11 +8,13 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { FILE_LOG_DEFAULTS, NO_REVISION, openFileLog, type FileLogOptions, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { tempDir } from '../helpers/tmp.js'
 import { spawnScript } from './child.js'
-import { logSuite } from './log.suite.js'
+import { revisionedLogSuite } from '../../src/testing/index.js'
 
 const SMALL: FileLogOptions = { segmentBytes: 4096 }
 
-logSuite({
+revisionedLogSuite({
+  test: it,
+  describe,
   name: 'file log',
   async create() {
     const dir = tempDir('tidemark-log-')

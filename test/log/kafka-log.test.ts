@@ -5,7 +5,7 @@ import { Judge, type RecordMeta } from '../../connectors/kafka/judge.js'
 import { NO_REVISION, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { kafkaService, serviceKinds } from '../helpers/services.js'
 import { randomName } from '../helpers/tmp.js'
-import { logSuite } from './log.suite.js'
+import { revisionedLogSuite } from '../../src/testing/index.js'
 
 // librdkafka's mock answers a fetch that waits at the tail only when its
 // wait is over, so a short wait keeps reads quick there.
@@ -17,7 +17,10 @@ async function openLog(context: TestContext, topic: string, extra: Partial<Kafka
   return log
 }
 
-logSuite({
+// Concurrently: each test's first read waits for a group join.
+revisionedLogSuite({
+  test: it.concurrent,
+  describe,
   name: 'Kafka log',
   async create() {
     const topic = randomName('log')
@@ -26,7 +29,6 @@ logSuite({
     return { log: await openKafkaLog(options), reopen: () => openKafkaLog(options) }
   },
   supports: { truncate: serviceKinds().kafka !== 'mock' },
-  concurrent: true,
 })
 
 async function readAll(log: RevisionedLog, from = 0n): Promise<LogEntry[]> {

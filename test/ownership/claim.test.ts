@@ -19,7 +19,7 @@ import {
 import { openKvStore, range, writeKeys } from '../snapshot/helpers.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { readAll } from '../dfs/snapshot-store.suite.js'
+import { readAll } from '../../src/testing/streams.js'
 
 type StoreSpec = { kind: 'fs'; root: string } | { kind: 's3'; options: S3SnapshotStoreOptions }
 

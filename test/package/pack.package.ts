@@ -11,7 +11,7 @@
  * example against librdkafka's Kafka mock (kcat, as `npm test` uses).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { cp, readFile, writeFile } from 'node:fs/promises'
+import { cp, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
@@ -68,6 +68,7 @@ describe('the packed package', () => {
     expect(files).toContain('dist/src/cli/main.js')
     expect(files).toContain('dist/connectors/s3/index.js')
     expect(files).toContain('dist/connectors/kafka/index.js')
+    expect(files).toContain('dist/src/testing/index.js')
     expect(files.filter((f) => f.endsWith('.map'))).toEqual([])
     expect(files.filter((f) => f.startsWith('scripts/') || f.startsWith('test/') || f.startsWith('src/') || f.startsWith('connectors/'))).toEqual([])
     const readme = await readFile(join(root, 'README.md'), 'utf8')
@@ -76,7 +77,7 @@ describe('the packed package', () => {
     for (const path of linked) expect(files, `README links ${path}`).toContain(path)
     const pkg = JSON.parse(await readFile(join(app, 'node_modules', 'tidemark', 'package.json'), 'utf8')) as Record<string, unknown>
     expect(pkg).toMatchObject({ license: 'Apache-2.0', repository: { type: 'git' }, bugs: { url: expect.any(String) } })
-    for (const entry of ['.', './kafka', './s3']) expect(Object.keys((pkg.exports as Record<string, object>)[entry]!)).toEqual(['types', 'import', 'default'])
+    for (const entry of ['.', './kafka', './s3', './testing']) expect(Object.keys((pkg.exports as Record<string, object>)[entry]!)).toEqual(['types', 'import', 'default'])
     expect(pkg.peerDependenciesMeta).toMatchObject({ '@aws-sdk/client-s3': { optional: true }, kafkajs: { optional: true } })
     expect(Object.keys(pkg.dependencies as object)).not.toContain('@aws-sdk/client-s3')
     expect(Object.keys(pkg.dependencies as object)).not.toContain('kafkajs')
@@ -162,6 +163,17 @@ describe('the packed package', () => {
     expect(cli.code).toBe(1)
     expect(cli.stderr).toContain('TIDEMARK_DFS_CLIENT_MISSING')
     expect(cli.stderr).toContain('npm install @aws-sdk/client-s3')
+  })
+
+  it("runs docs/testing.md's node:test example: tidemark/testing's log suite, no test framework installed", async () => {
+    const doc = await readFile(join(root, 'docs', 'testing.md'), 'utf8')
+    const example = /```js\n([\s\S]*?)```/.exec(doc)?.[1]
+    expect(example).toContain("from 'tidemark/testing'")
+    await mkdir(join(app, 'suite'), { recursive: true })
+    await writeFile(join(app, 'suite', 'file-log.test.mjs'), example!)
+    const r = await inApp(process.execPath, ['--test', join(app, 'suite', 'file-log.test.mjs')])
+    expect(r.stdout).toMatch(/# pass 11\n# fail 0\n/)
+    expect(r.code).toBe(0)
   })
 
   it('compiles the consumer example with kafkajs installed, and runs it on the Kafka mock until SIGTERM, which hands off and exits 0', async () => {

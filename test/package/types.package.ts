@@ -24,7 +24,7 @@ const run = promisify(execFile)
 /** The TypeScript lines and @types/node ranges of the matrix; `latest` is whatever the registry says today. */
 const TYPESCRIPT = ['5.9', '7']
 const TYPES_NODE = ['20', '22', '24', 'latest']
-const ENTRIES = ['tidemark', 'tidemark/kafka', 'tidemark/s3', 'tidemark/prometheus']
+const ENTRIES = ['tidemark', 'tidemark/kafka', 'tidemark/s3', 'tidemark/prometheus', 'tidemark/testing']
 const PEERS = ['kafkajs', '@aws-sdk/client-s3', 'prom-client']
 
 function compareVersions(a: string, b: string): number {
