@@ -31,8 +31,8 @@ describe('StatefulConsumer: fetch wait', () => {
     // A fetch wait is a timer of the fetch wait's length: kafkajs's own 5000, or the consumer's default 250.
     const armed: number[] = []
     const sleeping = new Set<{ fired: boolean }>()
-    const realSetTimeout = globalThis.setTimeout
-    vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: (...a: unknown[]) => void, ms?: number, ...rest: unknown[]) => {
+    const realSetTimeout = globalThis.setTimeout // ok: kept to pass timers through while counting them
+    vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: (...a: unknown[]) => void, ms?: number, ...rest: unknown[]) => { // ok: counts kafkajs's fetch-wait timers, sleeps nothing
       if (ms !== 250 && ms !== 5000) return realSetTimeout(fn, ms, ...rest)
       armed.push(ms)
       const sleep = { fired: false }

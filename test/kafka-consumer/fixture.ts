@@ -3,8 +3,7 @@
 // final state back from its newest snapshot.
 import { Kafka, Partitioners, logLevel, type Producer } from 'kafkajs'
 import { join } from 'node:path'
-import type { StatefulConsumer} from '../../connectors/kafka/index.js';
-import { type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
+import type { PartitionStarted, StatefulConsumer, StatefulConsumerOptions } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import type { SnapshotStore } from '../../src/dfs/snapshot-store.js'
 import { restoreSnapshot } from '../../src/snapshot/restore.js'
@@ -148,4 +147,37 @@ export function byPartition(produced: readonly Produced[]): Map<string, Produced
     out.set(key, [...(out.get(key) ?? []), r])
   }
   return out
+}
+
+/** Partitions running on a consumer now. */
+export function running(c: StatefulConsumer<WordEvent>): number {
+  return c.partitions().filter((p) => p.state === 'running').length
+}
+
+/** Resolves when `ready()` holds, looking again after every event of the consumers that could change it. */
+export function until(consumers: Array<StatefulConsumer<WordEvent>>, ready: () => boolean): Promise<void> {
+  const events = ['assignment', 'partition-started', 'partition-closed', 'commit', 'snapshot', 'standby'] as const
+  return new Promise((resolve) => {
+    const check = (): void => {
+      if (!ready()) return
+      for (const c of consumers) for (const e of events) c.off(e, check)
+      resolve()
+    }
+    for (const c of consumers) for (const e of events) c.on(e, check)
+    check()
+  })
+}
+
+/** Resolves with the next `count` partition-started events of a consumer. */
+export function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
+  return new Promise((resolve) => {
+    const seen: PartitionStarted[] = []
+    const on = (s: PartitionStarted): void => {
+      seen.push(s)
+      if (seen.length < count) return
+      consumer.off('partition-started', on)
+      resolve(seen)
+    }
+    consumer.on('partition-started', on)
+  })
 }

@@ -7,42 +7,9 @@ import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '.
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type Produced, type WordEvent } from './fixture.js'
+import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, running, snapshotState, until, type Produced, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
-
-function running(c: StatefulConsumer<WordEvent>): number {
-  return c.partitions().filter((p) => p.state === 'running').length
-}
-
-/** Resolves when `ready()` holds, looking again after every assignment, start and close of the consumers given. */
-function until(consumers: Array<StatefulConsumer<WordEvent>>, ready: () => boolean): Promise<void> {
-  const events = ['assignment', 'partition-started', 'partition-closed'] as const
-  return new Promise((resolve) => {
-    const check = (): void => {
-      if (!ready()) return
-      for (const c of consumers) for (const e of events) c.off(e, check)
-      resolve()
-    }
-    for (const c of consumers) for (const e of events) c.on(e, check)
-    check()
-  })
-}
-
-/** Resolves with the next `count` partition-started events of a consumer. */
-function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
-  return new Promise((resolve) => {
-    const seen: PartitionStarted[] = []
-    const on = (s: PartitionStarted): void => {
-      seen.push(s)
-      if (seen.length === count) {
-        consumer.off('partition-started', on)
-        resolve(seen)
-      }
-    }
-    consumer.on('partition-started', on)
-  })
-}
 
 async function expectExactState(snapshotRoot: string, job: string, produced: readonly Produced[]): Promise<void> {
   const store = new FsSnapshotStore({ root: snapshotRoot })

@@ -3,11 +3,11 @@
 // assigned to it, restores from that copy: only what came after its last
 // sync is downloaded (here nothing: the copy is at the newest snapshot).
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { StatefulConsumer, type PartitionStarted } from '../../connectors/kafka/index.js'
+import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type WordEvent } from './fixture.js'
+import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
@@ -35,7 +35,7 @@ describe('StatefulConsumer: standbys', () => {
     await committedThrough([a], first)
     // B joins: two partitions move to it, and each member is standby for the other's.
     await b.start()
-    await until(() => running(a) === 2 && running(b) === 2, a, b)
+    await until([a, b], () => running(a) === 2 && running(b) === 2)
     // A's partitions' newest snapshots (every 100 records: the last at the end), and B's copies of them.
     const aPartitions = a.partitions().map((p) => p.partition)
     const newest = new Map<number, string>()
@@ -48,7 +48,7 @@ describe('StatefulConsumer: standbys', () => {
     })
     const more = await produceWords(producer, topic, PARTITIONS, 200, 100, 1)
     await committedThrough([a, b], more)
-    await until(() => aPartitions.every((p) => newest.has(p) && synced.get(p) === newest.get(p)), a, b)
+    await until([a, b], () => aPartitions.every((p) => newest.has(p) && synced.get(p) === newest.get(p)))
     // A leaves without a hand-off snapshot: B takes its partitions from its copies.
     const taken = nextStarts(b, 2)
     await a.close()
@@ -61,34 +61,3 @@ describe('StatefulConsumer: standbys', () => {
     for (const p of PARTITIONS) expect(await readState(b.store(topic, p)!)).toEqual(fold(records.get(`${topic}-${p}`)!))
   })
 })
-
-function running(c: StatefulConsumer<WordEvent>): number {
-  return c.partitions().filter((p) => p.state === 'running').length
-}
-
-/** Resolves when `ready()` holds, looked at after every event of the consumers that could change it. */
-function until(ready: () => boolean, ...consumers: Array<StatefulConsumer<WordEvent>>): Promise<void> {
-  const events = ['assignment', 'partition-started', 'partition-closed', 'commit', 'snapshot', 'standby'] as const
-  return new Promise((resolve) => {
-    const check = (): void => {
-      if (!ready()) return
-      for (const c of consumers) for (const e of events) c.off(e, check)
-      resolve()
-    }
-    for (const c of consumers) for (const e of events) c.on(e, check)
-    check()
-  })
-}
-
-function nextStarts(consumer: StatefulConsumer<WordEvent>, count: number): Promise<PartitionStarted[]> {
-  return new Promise((resolve) => {
-    const seen: PartitionStarted[] = []
-    const on = (s: PartitionStarted): void => {
-      seen.push(s)
-      if (seen.length < count) return
-      consumer.off('partition-started', on)
-      resolve(seen)
-    }
-    consumer.on('partition-started', on)
-  })
-}
