@@ -43,7 +43,7 @@ describe('StatefulConsumer: fetch wait', () => {
         fn(...a)
       }, ms, ...rest)
       return timer
-    }) as typeof setTimeout)
+    }) as typeof setTimeout) // ok: the spy above
     // The sleeps in progress when a partition resumes: each must end then, not at its timer.
     const atResume: Array<{ fired: boolean }> = []
     const resume = ConsumerGroup.prototype.resume
