@@ -21,6 +21,7 @@ import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type Snapshott
 import { errorFields, type Logger } from '../logging/logger.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
 import { ProgressMeter, type Progress } from './progress.js'
+import { ClaimKeeper } from './claim-keeper.js'
 
 /**
  * The settings of a partition's snapshots, as both runtimes take them
@@ -116,9 +117,6 @@ export interface LifecycleStart {
   claimWaitMs: number
 }
 
-/** How often an assigned owner looks at its claim (one HEAD) while it processes. */
-const CLAIM_CHECK_MS = 1000
-
 /**
  * Ranged reads at once of the prefetch a new assignee runs while it waits
  * for the previous owner's release (a restore uses 6). The prefetch is
@@ -166,15 +164,9 @@ export class PartitionLifecycle {
   #snapshotter: Snapshotter | undefined
   #scheduler: SnapshotScheduler | undefined
   #claim: Claim | undefined
+  #keeper: ClaimKeeper | undefined
   #claimWaitMs = 0
   /** The member lease's expirations when this owner last looked at its claim. */
-  #expirationsSeen = 0
-  #renewTimer: NodeJS.Timeout | undefined
-  #renewing = false
-  #checking = false
-  #checkedAt = performance.now()
-  /** A background check of an assigned claim found it taken. */
-  #lostFound: TidemarkError | undefined
   #failure: { error: unknown } | undefined
   /** The last snapshot failure that did not stop the partition: a failed hand-off carries it. */
   #lastSnapshotError: TidemarkError | undefined
@@ -327,10 +319,7 @@ export class PartitionLifecycle {
         ...(policy.memberLease === undefined ? { leaseMs: policy.leaseMs } : { memberLease: policy.memberLease }),
         ...(policy.owner === undefined ? {} : { owner: policy.owner }),
       })
-      this.#claim = claim
-      this.#expirationsSeen = policy.memberLease?.expirations ?? 0
-      // A claim held by the process's member lease is renewed by nobody.
-      if (policy.memberLease === undefined) this.#startRenewing(claim)
+      this.#keep(claim)
       // A previous owner that released the claim after that listing may
       // have committed a snapshot it lacks (its last one, recorded in the
       // claim it released): then the restore lists again.
@@ -358,7 +347,7 @@ export class PartitionLifecycle {
       // while the claim is taken (a GET and a conditional PUT), not after.
       onChange: () => { void prefetch?.stop() },
     })
-    this.#claim = claim
+    this.#keep(claim)
     this.#claimWaitMs = waitedMs
     return listingIsCurrent
   }
@@ -407,102 +396,35 @@ export class PartitionLifecycle {
     return [...restored.skipped, ...unreported].sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
   }
 
-  #startRenewing(claim: Claim): void {
-    this.#renewTimer = setInterval(() => void this.#renew(claim), claim.renewIntervalMs)
-    // The lease must not keep a process alive that has nothing else to do.
-    this.#renewTimer.unref()
-  }
-
-  async #renew(claim: Claim): Promise<void> {
-    // A slow store must not pile up renewals; the next tick tries again.
-    if (this.#renewing || claim.state !== 'held') return
-    this.#renewing = true
-    try {
-      await claim.renew()
-    } catch (error) {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
-      else this.#o.events.ownership({ type: 'renew-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'renewing the claim failed', { retriable: true }), leaseUntil: claim.leaseUntil })
-    } finally {
-      this.#renewing = false
-    }
+  #keep(claim: Claim): void {
+    this.#claim = claim
+    this.#keeper = new ClaimKeeper(claim, this.#o.claim!, { lost: (error) => this.lost(error), event: (event) => this.#o.events.ownership(event) })
   }
 
   /**
    * Before each batch commit: nothing more is committed once the partition
-   * stopped (the claim lost). With a lease, nothing once it has run out by
-   * this host's clock without a renewal: then another owner may hold the
-   * partition, and only a renewal that succeeds now proves it does not.
-   * An assigned claim is looked at in the background, at most once per
-   * CLAIM_CHECK_MS; the batch after a look found it taken fails.
+   * stopped (the claim lost), nor when the claim's keeper cannot prove the
+   * claim still holds (ClaimKeeper.beforeCommit).
    */
   beforeCommit(): Promise<void> | undefined {
     if (this.#failure !== undefined) throw this.#failure.error
-    if (this.#lostFound !== undefined) {
-      this.lost(this.#lostFound)
-      throw this.#lostFound
-    }
-    const claim = this.#claim
-    if (claim === undefined) return undefined
-    const policy = this.#o.claim!
-    if (policy.kind === 'assigned') {
-      this.#checkInBackground(claim)
-      return undefined
-    }
-    const member = policy.memberLease
-    if (member !== undefined) {
-      // The member lease proves this process alive; after it ran out (this
-      // process was stopped, its renewals failed) another owner may have
-      // taken the claim, and only a look at it tells.
-      if (!member.expired && member.expirations === this.#expirationsSeen) return undefined
-      return (async () => {
-        await member.ensureLive()
-        this.#expirationsSeen = member.expirations
-        await claim.check()
-      })().catch((error: unknown) => {
-        if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
-        throw error
-      })
-    }
-    if (claim.leaseUntil === null || policy.clock() < claim.leaseUntil) return undefined
-    return claim.renew().catch((error: unknown) => {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.lost(error)
-      throw error
-    })
-  }
-
-  #checkInBackground(claim: Claim): void {
-    const now = performance.now()
-    if (this.#checking || now - this.#checkedAt < CLAIM_CHECK_MS) return
-    this.#checking = true
-    this.#checkedAt = now
-    claim.check().then(() => undefined, (error: unknown) => {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lostFound = error
-    }).finally(() => {
-      this.#checking = false
-    })
+    return this.#keeper?.beforeCommit()
   }
 
   /**
    * Looks at the claim now (one HEAD): false when another owner took it
-   * (the partition then stops with TIDEMARK_OWNERSHIP_LOST); true while
-   * this owner holds it, without a claim, or when the store cannot tell now.
+   * (stopIfClaimLost() then stops the partition); true while this owner
+   * holds it, without a claim, or when the store cannot tell now.
    */
   async holdsClaim(): Promise<boolean> {
-    const claim = this.#claim
-    if (claim === undefined || this.#failure !== undefined) return this.#failure === undefined
-    try {
-      await claim.check()
-      return true
-    } catch (error) {
-      if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true
-      this.#lostFound = error
-      return false
-    }
+    if (this.#failure !== undefined) return false
+    return this.#keeper?.holds() ?? true
   }
 
   /** Stops the partition when a look at the claim found it taken (after the batch in flight settled). */
   stopIfClaimLost(): void {
-    if (this.#lostFound !== undefined) this.lost(this.#lostFound)
+    const lost = this.#keeper?.lostFound
+    if (lost !== undefined) this.lost(lost)
   }
 
   /** After each batch commit. */
@@ -523,7 +445,7 @@ export class PartitionLifecycle {
    */
   async handoff(timeoutMs: number): Promise<{ snapshot: SnapshotResult } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
     if (this.#scheduler === undefined) return { failed: 'failed' }
-    const lost = this.#lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
+    const lost = this.#keeper?.lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
     if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
     this.#lastSnapshotError = undefined
     const snapshot = this.#scheduler.trigger()
@@ -593,8 +515,7 @@ export class PartitionLifecycle {
   }
 
   async #close(): Promise<void> {
-    if (this.#renewTimer !== undefined) clearInterval(this.#renewTimer)
-    this.#renewTimer = undefined
+    this.#keeper?.stop()
     try {
       await this.#scheduler?.stop()
       await this.#snapshotter?.close()

@@ -115,7 +115,11 @@ export function lifecycleSuite(harness: LifecycleHarness): void {
       // Events keep coming: the runtime notices the claim within its checks (a renewal, a look before a batch).
       let lost: TidemarkError | undefined
       void stopped.then((e) => { lost = e })
-      for (let round = 0; lost === undefined && round < 400; round++) await env.append(words(5, round))
+      // Each round waits for its events to commit (or for the stop), so the rounds span the runtime's claim checks.
+      for (let round = 0; lost === undefined && round < 400; round++) {
+        const batch = await env.append(words(5, round))
+        await Promise.race([runner.appliedThrough(batch.at(-1)!.offset), stopped])
+      }
       expect(lost?.code).toBe('TIDEMARK_OWNERSHIP_LOST')
       await runner.close()
       // The newer owner's claim stands: the stopped owner did not release it.

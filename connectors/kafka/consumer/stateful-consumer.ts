@@ -4,22 +4,20 @@ import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatc
 import '../kafkajs-fixes.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { callListener } from '../../../src/logging/listener.js'
-import { PartitionStore } from '../../../src/store/partition-store.js'
+import type { PartitionStore } from '../../../src/store/partition-store.js'
 import type { RestoreEvent } from '../../../src/snapshot/restore.js'
 import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
-import { readdir } from 'node:fs/promises'
-import { join } from 'node:path'
 import { AssignmentHandler } from './assignments.js'
-import { SnapshotFollower, type SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
+import type { SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
+import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
-import type { LocalCopy, MemberState } from './assignor-metadata.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 import { observeConsumerEvent } from './observe.js'
 import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
-  partitionKey, PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
+  PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
 
 /** Restarts of the kafkajs consumer after crashes it would not restart from, without a join in between. */
@@ -103,17 +101,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #memberId: string | undefined
   /** kafkajs crashes since the last successful join. */
   #crashes = 0
-  /** Local copies of partitions that no task runs here (left by an earlier process, or by a task closed here), for the assignor. */
-  readonly #copies = new Map<string, LocalCopy>()
-  /** The assignor generation of the last assignment (the state-aware assignor's, 0 under another one). */
-  #generation = 0
-  /** Partitions of the current assignment whose previous owner left the group: no release will come. */
-  #orphaned = new Set<string>()
-  /** The standby copies this member keeps, by partition key. */
-  readonly #standbys = new Map<string, SnapshotFollower>()
-  readonly #standbyOf = new Map<string, TopicPartition>()
-  /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
-  #handover = new Map<string, SnapshotFollower>()
+  /** Local copies, standbys and what the assignor is told of them. */
+  readonly #local: LocalState
 
   constructor(options: StatefulConsumerOptions<V>) {
     super()
@@ -130,30 +119,26 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }) as this['emit']
     this.options = resolveConsumerOptions(options)
     const o = this.options
+    this.#local = new LocalState(o, (tp, event) => this.emit('standby', { ...tp, event }))
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
     this.#consumer = this.#kafka.consumer({
       groupId: o.groupId,
       allowAutoTopicCreation: true,
       maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs,
       ...o.consumer,
-      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#advertise(), standbys: o.standbys })])],
+      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys })])],
     })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
     this.#assignments = new AssignmentHandler<V>({
-      createTask: (tp) => {
-        const key = partitionKey(tp)
-        const standby = this.#handover.get(key)
-        this.#handover.delete(key)
-        return new PartitionTask<V>(tp, o, services, { waitMs: this.#orphaned.has(key) ? 0 : o.handoff.waitMs, ...(standby === undefined ? {} : { standby }) })
-      },
+      createTask: (tp) => new PartitionTask<V>(tp, o, services, this.#local.taskStart(tp)),
       pause: (tp) => this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }]),
       resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
       seek: (tp, offset) => this.#seek(tp, offset),
       started: (info) => this.emit('partition-started', info),
       failed: (tp, error) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }),
       closed: (info) => {
-        if (info.position !== undefined) this.#copies.set(partitionKey(info), { topic: info.topic, partition: info.partition, position: info.position })
+        this.#local.closed(info, info.position)
         this.#closedCounts.applied += info.counts.applied
         this.#closedCounts.skipped += info.counts.skipped
         this.#closedCounts.deadLettered += info.counts.deadLettered
@@ -171,11 +156,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       this.#memberId = payload.memberId
       this.#crashes = 0
       // Read before the tasks are created: a task of an orphaned partition takes its claim at once.
-      const info = takeAssignmentInfo(payload.memberId)
-      this.#generation = info?.generation ?? this.#generation
-      this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
-      this.#followStandbys(info?.standbys ?? [], partitions)
+      this.#local.assigned(takeAssignmentInfo(payload.memberId), partitions, (tp) => this.#assignments.current(tp.topic, tp.partition) !== undefined)
       const change = this.#assignments.assign(partitions)
       this.emit('assignment', { partitions, ...change })
     })
@@ -184,7 +166,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       this.emit('crash', { error: crashError(payload.error), restart })
     })
     try {
-      await this.#findLocalCopies()
+      await this.#local.findOnDisk()
       await this.#admin.connect()
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
@@ -223,97 +205,6 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }, 500 * this.#crashes)
     timer.unref()
     return true
-  }
-
-  /**
-   * What this member tells the state-aware assignor at each join (kafkajs
-   * asks synchronously): the partitions it runs, and its local copies with
-   * their positions, so that a partition that must move goes where its
-   * state already is, and a member restarted with its state dir gets its
-   * partitions back.
-   */
-  #advertise(): MemberState {
-    const copies = new Map(this.#copies)
-    const owned: TopicPartition[] = []
-    for (const task of this.#assignments.tasks()) {
-      owned.push({ topic: task.topic, partition: task.partition })
-      const position = task.position
-      if (position !== undefined) copies.set(task.key, { topic: task.topic, partition: task.partition, position })
-    }
-    const standbys: TopicPartition[] = []
-    for (const [key, follower] of this.#standbys) {
-      const tp = this.#standbyOf.get(key)!
-      standbys.push(tp)
-      const status = follower.status()
-      const position = status.snapshot?.positions.find((p) => p.topic === tp.topic && p.partition === tp.partition)?.offset
-      if (position === undefined || (copies.get(key)?.position ?? -1n) >= position) continue
-      copies.set(key, { ...tp, position, snapshot: status.snapshot!.id, lag: { snapshots: status.snapshotsBehind, bytes: status.bytesBehind } })
-    }
-    return { generation: this.#generation, owned, standbys, copies: [...copies.values()] }
-  }
-
-  /**
-   * Starts a follower for each partition this member is now standby for,
-   * and removes the copies it no longer keeps; the copy of a partition that
-   * became active here goes to its task, whose restore starts from it.
-   */
-  #followStandbys(standbys: readonly TopicPartition[], active: readonly TopicPartition[]): void {
-    const o = this.options
-    if (o.snapshots === undefined) return
-    const wanted = new Map(standbys.map((tp) => [partitionKey(tp), tp]))
-    const activeKeys = new Set(active.map(partitionKey))
-    for (const [key, follower] of this.#standbys) {
-      if (wanted.has(key)) continue
-      this.#standbys.delete(key)
-      const tp = this.#standbyOf.get(key)!
-      this.#standbyOf.delete(key)
-      if (activeKeys.has(key) && this.#assignments.current(tp.topic, tp.partition) === undefined) {
-        this.#handover.set(key, follower)
-        continue
-      }
-      void follower.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, key, err: error }, 'removing a standby copy failed'))
-    }
-    for (const [key, tp] of wanted) {
-      if (this.#standbys.has(key)) continue
-      const follower = new SnapshotFollower({
-        snapshotStore: o.snapshots.store, job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
-        maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
-        onEvent: (event) => this.emit('standby', { ...tp, event }),
-      })
-      follower.start({ intervalMs: o.standby.intervalMs })
-      this.#standbys.set(key, follower)
-      this.#standbyOf.set(key, tp)
-    }
-  }
-
-  /** The partition stores an earlier process left in stateDir, with their positions (each opened once, read-only use). */
-  async #findLocalCopies(): Promise<void> {
-    const { stateDir, topics } = this.options
-    let names: string[]
-    try {
-      names = await readdir(stateDir)
-    } catch {
-      return
-    }
-    for (const topic of topics) {
-      for (const name of names) {
-        const match = name.startsWith(`${topic}-`) ? /^(\d+)$/.exec(name.slice(topic.length + 1)) : null
-        if (match === null) continue
-        const partition = Number(match[1])
-        try {
-          const store = await PartitionStore.open({ path: join(stateDir, name), create: false })
-          try {
-            const position = store.position(topic, partition)
-            if (position !== undefined) this.#copies.set(name, { topic, partition, position })
-          } finally {
-            await store.close()
-          }
-        } catch (error) {
-          // Not a store (or a damaged one): nothing to advertise; its task restores it as it would anyway.
-          this.options.logger.warn({ job: this.options.job, path: join(stateDir, name), err: error }, 'a directory in stateDir is no partition store that opens; not advertised')
-        }
-      }
-    }
   }
 
   /** This member's id in the group, once it joined. */
@@ -378,7 +269,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
     // Standby copies stop where they are: a restart with this stateDir takes them up again.
-    await Promise.all([...this.#standbys.values()].map((f) => f.stop()))
+    await this.#local.stop()
     const partitions = await this.#assignments.closeAll()
     await this.#consumer.disconnect().catch(() => undefined)
     await this.#assignments.drained()

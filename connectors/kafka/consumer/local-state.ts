@@ -1,0 +1,142 @@
+import { readdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { PartitionStore } from '../../../src/store/partition-store.js'
+import { SnapshotFollower, type SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
+import type { AssignmentInfo, LocalCopy, MemberState } from './assignor-metadata.js'
+import type { ResolvedConsumerOptions } from './options.js'
+import { partitionKey, type TopicPartition } from './partition-task.js'
+
+/**
+ * What one member holds beside its running partitions, and what it tells
+ * the state-aware assignor at each join: the positions of stores it closed
+ * or that an earlier process left in stateDir, its standby copies (one
+ * SnapshotFollower each), the last assignment's generation, and which of its
+ * new partitions no member owned before (their claims are taken at once).
+ */
+/** The consumer options that local state reads. */
+type LocalStateOptions = Pick<ResolvedConsumerOptions<unknown>, 'job' | 'stateDir' | 'topics' | 'logger' | 'snapshots' | 'standby' | 'handoff'>
+
+export class LocalState {
+  readonly #o: LocalStateOptions
+  readonly #onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void
+  /** Local copies of partitions that no task runs here, by partition key. */
+  readonly #copies = new Map<string, LocalCopy>()
+  #generation = 0
+  #orphaned = new Set<string>()
+  /** The standby copies this member keeps, by partition key. */
+  readonly #standbys = new Map<string, { tp: TopicPartition; follower: SnapshotFollower }>()
+  /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
+  readonly #handover = new Map<string, SnapshotFollower>()
+
+  constructor(options: LocalStateOptions, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void) {
+    this.#o = options
+    this.#onStandby = onStandby
+  }
+
+  /** The partition stores an earlier process left in stateDir, with their positions (each opened once). */
+  async findOnDisk(): Promise<void> {
+    const { stateDir, topics, logger, job } = this.#o
+    let names: string[]
+    try {
+      names = await readdir(stateDir)
+    } catch {
+      return
+    }
+    for (const topic of topics) {
+      for (const name of names) {
+        const match = name.startsWith(`${topic}-`) ? /^(\d+)$/.exec(name.slice(topic.length + 1)) : null
+        if (match === null) continue
+        const partition = Number(match[1])
+        try {
+          const store = await PartitionStore.open({ path: join(stateDir, name), create: false })
+          try {
+            const position = store.position(topic, partition)
+            if (position !== undefined) this.#copies.set(name, { topic, partition, position })
+          } finally {
+            await store.close()
+          }
+        } catch (error) {
+          // Not a store (or a damaged one): nothing to advertise; its task restores it as it would anyway.
+          logger.warn({ job, path: join(stateDir, name), err: error }, 'a directory in stateDir is no partition store that opens; not advertised')
+        }
+      }
+    }
+  }
+
+  /** A task closed here: its store stays, at this position. */
+  closed(tp: TopicPartition, position: bigint | undefined): void {
+    if (position !== undefined) this.#copies.set(partitionKey(tp), { topic: tp.topic, partition: tp.partition, position })
+  }
+
+  /**
+   * What this member advertises (kafkajs asks synchronously at each join):
+   * the partitions it runs, and every local copy with its position, so
+   * that a partition that must move goes where its state already is, and a
+   * member restarted with its state dir gets its partitions back.
+   */
+  advertise(running: ReadonlyArray<{ key: string; topic: string; partition: number; position: bigint | undefined }>): MemberState {
+    const copies = new Map(this.#copies)
+    const owned: TopicPartition[] = []
+    for (const task of running) {
+      owned.push({ topic: task.topic, partition: task.partition })
+      if (task.position !== undefined) copies.set(task.key, { topic: task.topic, partition: task.partition, position: task.position })
+    }
+    const standbys: TopicPartition[] = []
+    for (const [key, { tp, follower }] of this.#standbys) {
+      standbys.push(tp)
+      const status = follower.status()
+      const position = status.snapshot?.positions.find((p) => p.topic === tp.topic && p.partition === tp.partition)?.offset
+      if (position === undefined || (copies.get(key)?.position ?? -1n) >= position) continue
+      copies.set(key, { ...tp, position, snapshot: status.snapshot!.id, lag: { snapshots: status.snapshotsBehind, bytes: status.bytesBehind } })
+    }
+    return { generation: this.#generation, owned, standbys, copies: [...copies.values()] }
+  }
+
+  /**
+   * A new assignment (before its tasks are created): remembers its
+   * generation and orphaned partitions, starts a follower for each
+   * partition this member is now standby for, removes the copies it no
+   * longer keeps, and hands the copy of a partition that became active here
+   * (with no task yet) to that partition's task.
+   */
+  assigned(info: AssignmentInfo | undefined, active: readonly TopicPartition[], hasTask: (tp: TopicPartition) => boolean): void {
+    const o = this.#o
+    this.#generation = info?.generation ?? this.#generation
+    this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
+    if (o.snapshots === undefined) return
+    const wanted = new Map((info?.standbys ?? []).map((tp) => [partitionKey(tp), tp]))
+    const activeKeys = new Set(active.map(partitionKey))
+    for (const [key, { tp, follower }] of this.#standbys) {
+      if (wanted.has(key)) continue
+      this.#standbys.delete(key)
+      if (activeKeys.has(key) && !hasTask(tp)) {
+        this.#handover.set(key, follower)
+        continue
+      }
+      void follower.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, key, err: error }, 'removing a standby copy failed'))
+    }
+    for (const [key, tp] of wanted) {
+      if (this.#standbys.has(key)) continue
+      const follower = new SnapshotFollower({
+        snapshotStore: o.snapshots.store, job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
+        maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
+        onEvent: (event) => this.#onStandby(tp, event),
+      })
+      follower.start({ intervalMs: o.standby.intervalMs })
+      this.#standbys.set(key, { tp, follower })
+    }
+  }
+
+  /** How a new task of `tp` takes its claim and restores: at once when its owner left; from the standby copy when there is one. */
+  taskStart(tp: TopicPartition): { waitMs: number; standby?: SnapshotFollower } {
+    const key = partitionKey(tp)
+    const standby = this.#handover.get(key)
+    this.#handover.delete(key)
+    return { waitMs: this.#orphaned.has(key) ? 0 : this.#o.handoff.waitMs, ...(standby === undefined ? {} : { standby }) }
+  }
+
+  /** Stops the standby copies where they are: a restart with this stateDir takes them up again. */
+  async stop(): Promise<void> {
+    await Promise.all([...this.#standbys.values()].map(({ follower }) => follower.stop()))
+  }
+}
