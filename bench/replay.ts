@@ -1,7 +1,14 @@
 /**
  * Replay speed: events replayed through the partition processor (decode,
  * handler, commit of state + position per batch) onto a store restored from
- * a snapshot, against a plain read of the same log entries in the same run.
+ * a snapshot, against two baselines in the same run, each in its own
+ * --rounds interleaved pairs:
+ *
+ * - applyRatio, the target: what a user would rebuild with instead, the
+ *   same entries read (readBatches) and parsed, the same running totals put
+ *   into a classic-level database (JSON values) in batches of the replay's
+ *   batch size, from the totals the snapshot holds (written before the clock).
+ * - ratio, for information: a plain read + JSON.parse that applies nothing.
  *
  * The plain read decodes each entry as JSON (a reader that uses the events
  * must): rawReadPerSec is read + JSON.parse, the faster of read() and
@@ -12,10 +19,11 @@
  * processor's replayBatchSize).
  */
 import { rm } from 'node:fs/promises'
+import { ClassicLevel } from 'classic-level'
 import { join } from 'node:path'
 import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState, type EventHandler } from '../src/index.js'
 import { saveFigures } from './_figures.js'
-import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, round } from './_util.js'
+import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 
 interface Sale { key: string; amount: number }
 const totals = valueState<number>('totals')
@@ -91,6 +99,50 @@ export async function run(args: string[]): Promise<void> {
       return seconds
     }
     const pairs = await interleaved(opts.rounds, rawRead, replay, (rawSeconds, replaySeconds) => rawSeconds / replaySeconds)
+
+    // What a user rebuilds with instead: the same entries read and parsed,
+    // the same running totals applied as puts into a classic-level database
+    // (JSON values, as the state's codec writes them) in batches of the
+    // replay's batch size, starting from the totals the snapshot holds.
+    const prefixTotals = new Map<string, number>()
+    for await (const entries of log.readBatches(0n, { end: BigInt(opts.prefix) })) {
+      for (const entry of entries) {
+        const sale = JSON.parse(Buffer.from(entry.data.buffer, entry.data.byteOffset, entry.data.byteLength).toString('utf8')) as Sale
+        prefixTotals.set(sale.key, (prefixTotals.get(sale.key) ?? 0) + sale.amount)
+      }
+    }
+    const rebuild = async (round: number): Promise<number> => {
+      const path = join(dir.path, `plain-${round}`)
+      const db = new ClassicLevel<string, number>(path, { valueEncoding: 'json' })
+      await db.open()
+      await db.batch([...prefixTotals].map(([key, value]) => ({ type: 'put' as const, key, value })))
+      const t0 = performance.now()
+      let applied = 0
+      let batch = new Map<string, number>()
+      const flush = async (): Promise<void> => {
+        await db.batch([...batch].map(([key, value]) => ({ type: 'put' as const, key, value })))
+        batch = new Map()
+      }
+      let inBatch = 0
+      for await (const entries of log.readBatches(BigInt(opts.prefix))) {
+        for (const entry of entries) {
+          const sale = JSON.parse(Buffer.from(entry.data.buffer, entry.data.byteOffset, entry.data.byteLength).toString('utf8')) as Sale
+          batch.set(sale.key, (batch.get(sale.key) ?? db.getSync(sale.key) ?? 0) + sale.amount)
+          applied++
+          if (++inBatch === opts.replayBatch) {
+            await flush()
+            inBatch = 0
+          }
+        }
+      }
+      if (inBatch > 0) await flush()
+      const seconds = (performance.now() - t0) / 1000
+      await db.close()
+      await rm(path, { recursive: true, force: true })
+      if (applied !== opts.events) throw new Error(`rebuilt from ${applied} events, expected ${opts.events}`)
+      return seconds
+    }
+    const applying = await interleaved(opts.rounds, rebuild, replay, (rebuildSeconds, replaySeconds) => rebuildSeconds / replaySeconds)
     await log.close()
     const result = {
       bench: 'replay',
@@ -99,6 +151,10 @@ export async function run(args: string[]): Promise<void> {
       batch: opts.batch,
       replayBatchSize: opts.replayBatch,
       eventsPerSec: Math.round(replayed / median(pairs.measured)),
+      ...prefixed('applyRatio', applying),
+      applyPerSec: Math.round(replayed / median(applying.measured)),
+      applyRaw: `a plain rebuild: the same entries read (readBatches) and parsed, the same totals put into classic-level (valueEncoding json) in batches of ${opts.replayBatch}`,
+      applyRawPerSec: Math.round(opts.events / median(applying.raw)),
       baseline: 'a plain read of the same entries, + JSON.parse: the faster of read() and readBatches() in each round',
       loadAvg: loadAtStart,
       rawReadPerSec: Math.round(opts.events / median(pairs.raw)),

@@ -5,6 +5,8 @@
  * defaults): per snapshot in steady state (with and without changes), per
  * GC run, per start (empty, on an intact local store, by restore of a
  * chain of snapshots) and per hand-off (close with a snapshot, next start).
+ * Then the same per steady-state snapshot for a Snapshotter used directly
+ * (no claim; `snapshotter*PerSnapshot`), as a stream engine embeds it.
  *
  * Claim renewals are not per snapshot but per minute (a conditional PUT
  * every leaseMs / 3); the bench holds a long lease so that none falls into
@@ -17,7 +19,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, valueState, type SnapshotSettings } from '../src/index.js'
+import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, PartitionStore, Snapshotter, valueState, type SnapshotSettings } from '../src/index.js'
 import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
 import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
 import { saveFigures } from './_figures.js'
@@ -26,9 +28,10 @@ import { benchS3 } from './snapshot.js'
 
 interface Event { key: string; amount: number }
 const totals = valueState<number>('totals')
+const kv = valueState<string>('kv')
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { snapshots: 30, eventsPerSnapshot: 200, keys: 2000, chain: 8 })
+  const opts = intFlags(args, { snapshots: 30, eventsPerSnapshot: 200, keys: 2000, chain: 8, directSnapshots: 20, directKeys: 5000 })
   const dir = benchDir('requests')
   const s3 = await benchS3('bench-requests')
   try {
@@ -46,11 +49,12 @@ export async function run(args: string[]): Promise<void> {
       // No renewal inside a measured window (reported separately below).
       ownership: { leaseMs: 3_600_000, takeover: 'force' },
     })
-    const measure = async <T>(fn: () => Promise<T>): Promise<{ counts: RequestCounts; value: T }> => {
-      const before = counting.snapshot()
+    const measure2 = async <T>(store: CountingStore, fn: () => Promise<T>): Promise<{ counts: RequestCounts; value: T }> => {
+      const before = store.snapshot()
       const value = await fn()
-      return { counts: diffCounts(counting.snapshot(), before), value }
+      return { counts: diffCounts(store.snapshot(), before), value }
     }
+    const measure = <T>(fn: () => Promise<T>): Promise<{ counts: RequestCounts; value: T }> => measure2(counting, fn)
 
     // The first start: nothing anywhere.
     await append(opts.keys)
@@ -106,9 +110,43 @@ export async function run(args: string[]): Promise<void> {
     const handoffStart = await measure(() => arriving.start())
     await arriving.close()
 
+    // The Snapshotter used directly (a stream engine's own wiring): no
+    // claim, no beforeCommit, default GC cadence; 20 snapshots of a
+    // 20,000-key store changing 5,000 keys each. Steady state: neither the
+    // first snapshot nor one that ran a GC. writerCheck 'create-only' is
+    // what docs/snapshots.md tells such a user to set; the default
+    // ('listing') is measured beside it for information.
+    const directRun = async (writerCheck: 'listing' | 'create-only'): Promise<{ steady: RequestCounts[]; gcRuns: number }> => {
+      const store = new CountingStore(s3.store(`snapshotter-${writerCheck}`))
+      const partitionStore = await PartitionStore.open({ path: join(dir.path, `direct-${writerCheck}`), states: [kv] })
+      const snapshotter = new Snapshotter({ snapshotStore: store, partitionStore, job: 'bench', partition: 0, writerCheck })
+      const steady: RequestCounts[] = []
+      let gcRuns = 0
+      let offset = 0n
+      for (let s = 0; s < opts.directSnapshots; s++) {
+        for (let i = 0; i < opts.directKeys; i += 1000) {
+          const tx = partitionStore.transaction()
+          for (let k = i; k < Math.min(i + 1000, opts.directKeys); k++) {
+            const key = (s * opts.directKeys + k) % (4 * opts.directKeys)
+            tx.value(kv).put(`k${String(key).padStart(8, '0')}`, `v${s}:${key}:${'abcdefghij'.repeat(4)}`)
+          }
+          await tx.commit({ topic: 'events', partition: 0, offset: offset++ })
+        }
+        const { counts, value } = await measure2(store, () => snapshotter.takeSnapshot())
+        if (value.gc !== undefined) gcRuns++
+        else if (s > 0) steady.push(counts)
+      }
+      await snapshotter.close()
+      await partitionStore.close()
+      return { steady, gcRuns }
+    }
+    const direct = await directRun('create-only')
+    const listing = await directRun('listing')
+
     const avg = (xs: readonly RequestCounts[], f: (c: RequestCounts) => number): number => (xs.length === 0 ? 0 : round(xs.reduce((s, c) => s + f(c), 0) / xs.length, 3))
     const sum = (xs: readonly RequestCounts[]): RequestCounts => xs.reduce((t, c) => ({ put: t.put + c.put, get: t.get + c.get, head: t.head + c.head, list: t.list + c.list, delete: t.delete + c.delete }), zeroCounts())
-    const steadyAvg = { put: avg(steady, (c) => c.put), get: avg(steady, (c) => c.get), head: avg(steady, (c) => c.head), list: avg(steady, (c) => c.list), delete: avg(steady, (c) => c.delete) }
+    const perKind = (xs: readonly RequestCounts[]): RequestCounts => ({ put: avg(xs, (c) => c.put), get: avg(xs, (c) => c.get), head: avg(xs, (c) => c.head), list: avg(xs, (c) => c.list), delete: avg(xs, (c) => c.delete) })
+    const steadyAvg = perKind(steady)
     const gcRun = gcSnapshots.length === 0 ? undefined : {
       putClass: round(avg(gcSnapshots, putClass) - avg(steady, putClass), 3),
       getClass: round(avg(gcSnapshots, getClass) - avg(steady, getClass), 3),
@@ -136,6 +174,14 @@ export async function run(args: string[]): Promise<void> {
       startRestore: { ...restoreStart.counts, chain: opts.snapshots + opts.chain + 1 },
       close: close.counts,
       handoff: { close: handoffClose.counts, start: handoffStart.counts, total: sum([handoffClose.counts, handoffStart.counts]) },
+      snapshotterPutClassPerSnapshot: avg(direct.steady, putClass),
+      snapshotterGetClassPerSnapshot: avg(direct.steady, getClass),
+      snapshotterListPerSnapshot: avg(direct.steady, (c) => c.list),
+      snapshotterSteadySnapshots: direct.steady.length,
+      snapshotterPerSnapshot: perKind(direct.steady),
+      snapshotterGcRuns: direct.gcRuns,
+      snapshotterSetup: `a Snapshotter used directly (no claim, no beforeCommit, writerCheck 'create-only', other options default): ${opts.directSnapshots} snapshots of a store changing ${opts.directKeys} keys each`,
+      snapshotterListingPerSnapshot: perKind(listing.steady),
       claimRenewalsPerMinute: round(60_000 / renewIntervalMs, 3),
       claimLeaseMs: CLAIM_DEFAULTS.leaseMs,
       loadAvg: loadAvg(),

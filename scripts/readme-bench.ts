@@ -36,7 +36,8 @@ export interface Target {
 
 export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
   commit: [{ field: 'ratio', op: '>=', bound: 0.95, issue: 12 }],
-  replay: [{ field: 'ratio', op: '>=', bound: 0.9, issue: 12 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 5 }],
+  // Against a plain rebuild into classic-level; `ratio` (a read + JSON.parse that applies nothing) is for information.
+  replay: [{ field: 'applyRatio', op: '>=', bound: 0.9, issue: 30 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 5 }],
   snapshot: [
     { field: 'stallMsP99', op: '<=', bound: 100, issue: 3 },
     { field: 'incrementalUploadBytes', per: 'newTableBytes', op: '<=', bound: 2, issue: 3 },
@@ -61,11 +62,15 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'getRatio', op: '>=', bound: 0.8, issue: 12 },
     { field: 'peakRssMB', op: '<=', bound: 384, issue: 12 },
   ],
-  outputs: [{ field: 'emitRatio', op: '>=', bound: 0.7, issue: 9 }, { field: 'deliveryRatio', op: '>=', bound: 0.8, issue: 9 }],
+  // Against at-least-once (the same records sent after each commit); `emitRatio` and `emitHeldRatio` are for information.
+  outputs: [{ field: 'eoRatio', op: '>=', bound: 0.85, issue: 30 }, { field: 'deliveryRatio', op: '>=', bound: 0.8, issue: 9 }],
   requests: [
     { field: 'putClassPerSnapshot', op: '<=', bound: 2, issue: 13 },
     { field: 'getClassPerSnapshot', op: '<=', bound: 1, issue: 13 },
     { field: 'listPerSnapshot', op: '<=', bound: 0, issue: 13 },
+    { field: 'snapshotterPutClassPerSnapshot', op: '<=', bound: 2, issue: 30 },
+    { field: 'snapshotterGetClassPerSnapshot', op: '<=', bound: 1, issue: 30 },
+    { field: 'snapshotterListPerSnapshot', op: '<=', bound: 0, issue: 30 },
   ],
   // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
   growth: [],
@@ -139,9 +144,11 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'replay',
-    what: 'events replayed onto a restored store vs a plain read + `JSON.parse` of the same log entries; interleaved pairs',
+    what: 'events replayed onto a restored store vs a plain rebuild (the same entries read, parsed and put into classic-level in batches of the replay batch size); vs a plain read + `JSON.parse` for information; interleaved pairs',
     figures: (f) => clauses([
-      phrase(f, ['eventsPerSec', 'rawReadPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`),
+      phrase(f, ['applyPerSec', 'applyRawPerSec'], (a, b) => `${int(a)} events/s vs plain rebuild ${int(b)}/s`),
+      ratio(f, 'applyRatio'),
+      phrase(f, ['eventsPerSec', 'rawReadPerSec'], (a, b) => `${int(a)} events/s vs read + parse ${int(b)}/s`),
       ratio(f, 'ratio'),
       phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
     ]),
@@ -209,19 +216,23 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'outputs',
-    what: 'a word count that emits one record per event vs the same job without emitting; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
+    what: 'a word count that emits one record per event through the outbox to Kafka vs the same job sending the same records with a plain kafkajs producer after each commit (at-least-once), every record delivered; vs the same job without emitting, for information; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
     figures: (f) => clauses([
+      phrase(f, ['eoPerSec', 'eoRawPerSec'], (a, b) => `${int(a)} events/s delivered vs at-least-once ${int(b)}/s`),
+      ratio(f, 'eoRatio'),
       phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s`),
       ratio(f, 'emitRatio'),
+      ratio(f, 'emitHeldRatio'),
       phrase(f, ['deliveredPerSec', 'deliveryRawPerSec'], (a, b) => `${int(a)} records/s vs ${int(b)}/s`),
       ratio(f, 'deliveryRatio'),
     ]),
   },
   {
     name: 'requests',
-    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [cost.md](cost.md))',
+    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [cost.md](cost.md)); per steady-state snapshot of a `Snapshotter` used directly, with no claim',
     figures: (f) => clauses([
       phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
+      phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
     ]),
   },

@@ -60,6 +60,21 @@ export interface SnapshotterOptions {
   maxAmplification?: number
   /** Compact point: write a full snapshot when it would reference objects of more than this many snapshots. Default 16. */
   maxChainLength?: number
+  /**
+   * How a Snapshotter without a claim check (see `beforeCommit`) learns that
+   * another writer snapshots the partition ("Listing rules" in
+   * docs/snapshots.md). 'listing' (the default): the manifests are listed
+   * before each snapshot and again before its manifest, so a writer of a
+   * newer epoch fails the next snapshot (about 2 LISTs and a HEAD per reused
+   * object each time). 'create-only': on a store with conditional puts the
+   * view is kept between full listings, as with a claim: a writer of the
+   * same epoch is found when the create-only manifest write meets its
+   * manifest, one of a newer epoch (or one that numbered past this writer)
+   * at the next full listing (a GC run on its cadence, or the snapshot after
+   * any failure); until then what this writer commits sorts below it and no
+   * restore picks it. On a store without conditional puts 'listing' is used.
+   */
+  writerCheck?: 'listing' | 'create-only'
   /** Things worth a log line that do not fail a snapshot. */
   onEvent?: (event: SnapshotterEvent) => void
   /**
@@ -67,10 +82,10 @@ export interface SnapshotterOptions {
    * upload and the check for newer epochs): an owner proves there that it
    * still holds the partition (`claim.check()`, see docs/ownership.md).
    * With it, on a store that can hold claims (conditionalPut and
-   * compareAndSwap), the snapshotter trusts its own view of the store
-   * between full listings (see "Listing rules" in docs/snapshots.md): a
-   * newer owner must take the claim first, and this check finds that. A
-   * rejection fails the snapshot with that very error (a TidemarkError such
+   * compareAndSwap), a newer owner, who must take the claim first, is found
+   * before this snapshotter's next manifest, and that check stands for the
+   * HEAD of the new data objects (see "Listing rules" in docs/snapshots.md;
+   * without it, see `writerCheck`). A rejection fails the snapshot with that very error (a TidemarkError such
    * as TIDEMARK_OWNERSHIP_LOST is not turned into a retriable upload
    * failure); no manifest is written and the uploaded data objects are left
    * for gc(), as after any failure.
@@ -144,7 +159,7 @@ export interface TakeSnapshotOptions {
 
 type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger' | 'knownManifests' | 'verifiedFiles'>>>
 
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'onEvent', 'beforeCommit', 'knownManifests', 'verifiedFiles', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'writerCheck', 'onEvent', 'beforeCommit', 'knownManifests', 'verifiedFiles', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
 
 /**
  * What a snapshotter knows of the snapshot store between full listings.
@@ -192,8 +207,14 @@ export class Snapshotter {
   readonly #uploading = new Set<string>()
   /** Invalid manifests already reported, so that each is reported once. */
   readonly #reportedInvalid = new Set<string>()
-  /** Trust #view between full listings: an ownership check runs before every manifest, on a store that can hold claims. */
+  /**
+   * Trust #view between full listings: the store writes manifests
+   * create-only, so a writer that numbered from a stale view collides with
+   * the manifest it missed instead of landing beside it.
+   */
   readonly #trustView: boolean
+  /** An ownership check runs before every manifest, on a store that can hold claims: it stands for the HEAD of the new objects. */
+  readonly #claimChecked: boolean
   #view: StoreView | undefined
   /** Successful snapshots since the last GC after a snapshot, and when that ran (undefined: not yet). */
   #sinceGc = 0
@@ -230,19 +251,23 @@ export class Snapshotter {
       maxAmplification: checkNumber(o.maxAmplification ?? d.maxAmplification, 'maxAmplification', 1),
       maxChainLength: checkInt(o.maxChainLength ?? d.maxChainLength, 'maxChainLength', 1),
       checkpoint: checkCheckpointMode(o.checkpoint ?? d.checkpoint),
+      writerCheck: checkWriterCheck(o.writerCheck ?? 'listing'),
     })
     this.#onEvent = checkFunction(o.onEvent, 'onEvent')
     this.#beforeCommit = checkFunction(o.beforeCommit, 'beforeCommit')
     const { conditionalPut, compareAndSwap } = this.snapshotStore.capabilities ?? {}
     // A check over a store that cannot hold a claim proves nothing (the
-    // consumer group's unclaimed partitions): then every snapshot lists.
-    this.#trustView = this.#beforeCommit !== undefined && conditionalPut === true && compareAndSwap === true
+    // consumer group's unclaimed partitions).
+    this.#claimChecked = this.#beforeCommit !== undefined && conditionalPut === true && compareAndSwap === true
+    // Without create-only puts a writer with a stale view could overwrite
+    // another's manifest: then every snapshot lists.
+    this.#trustView = conditionalPut === true && (this.#claimChecked || this.options.writerCheck === 'create-only')
     const known = o.knownManifests as SnapshotterOptions['knownManifests']
     if (known !== undefined) {
       if (known === null || typeof known !== 'object' || !Array.isArray(known.refs) || !Array.isArray(known.valid)) {
         throw new TypeError('knownManifests must be { refs, valid } as listManifests and readValidManifests return them')
       }
-      if (this.#trustView) {
+      if (this.#claimChecked) {
         for (const { ref, manifest } of known.valid) this.#manifests.set(ref.key, manifest)
         // Nothing of the data listing: the parent's objects are HEADed (complete is empty).
         this.#view = { valid: [...known.valid], taken: new Set(known.refs.map((r) => r.key)), objects: new Map(), complete: new Set() }
@@ -535,7 +560,9 @@ export class Snapshotter {
       // the check finds) can write one above this snapshot's. An object
       // deleted outside those rules is found by the next full listing
       // (the periodic GC) or by a restore, which skips such a snapshot.
-      if (!this.#trustView) await this.#checkUploaded(key, newObjects)
+      // Without a claim a writer of a higher epoch may have written one
+      // unseen, and its GC may take these objects: they are checked.
+      if (!this.#claimChecked) await this.#checkUploaded(key, newObjects)
       this.#manifests.set(key, manifest)
       const current = this.#view
       if (current !== undefined) {
@@ -565,13 +592,13 @@ export class Snapshotter {
     }
   }
 
-  /** Writes the manifest: the commit point. Create-only where the store can, so two writers of one sequence cannot both win. */
+  /**
+   * Writes the manifest: the commit point. Create-only where the store can,
+   * so two writers of one sequence cannot both win: that collision is what
+   * tells a writer with a trusted view that another one wrote meanwhile.
+   */
   async #commit(key: string, body: Buffer): Promise<void> {
-    if (!this.#trustView) {
-      const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-      // Only manifests of a newer epoch can fence, and only those need reading.
-      this.#checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref))
-    }
+    if (!this.#trustView) await this.#fenceByListing()
     // Last, so that an owner's proof of ownership is as fresh as it can be
     // when the manifest lands; its error is the caller's, passed as it is.
     if (this.#beforeCommit !== undefined) await this.#beforeCommit()
@@ -581,9 +608,12 @@ export class Snapshotter {
         await this.snapshotStore.put(key, body, { contentLength: body.byteLength, ifNoneMatch })
       } catch (err) {
         // A store may bound create-only bodies (S3: one request of at most
-        // partSize). Fencing is an addition, not what correctness rests on:
-        // the epoch check above and unique sequences still hold.
+        // partSize). Fencing is an addition, not what correctness rests on
+        // with a claim (its check) or without a trusted view (the listing
+        // above); a trusted view without a claim relied on the collision,
+        // so it lists now, as an untrusted one would have.
         if (!(ifNoneMatch && err instanceof RangeError)) throw err
+        if (this.#trustView && !this.#claimChecked) await this.#fenceByListing()
         await this.snapshotStore.put(key, body, { contentLength: body.byteLength })
       }
     } catch (err) {
@@ -602,10 +632,38 @@ export class Snapshotter {
           }
         })
         if (existing?.equals(body) === true) return
+        // Numbered from a kept view, this writer may meet a key that anyone
+        // with write access planted: that is no other writer, and the next
+        // snapshot, listing, numbers past it (one GET, on a collision only).
+        if (this.#trustView && !this.#claimChecked && !(await this.#holdsManifest(key))) {
+          throw new TidemarkError(
+            'TIDEMARK_SNAPSHOT_UPLOAD_FAILED',
+            `snapshot of ${this.layout.prefix} failed: ${key} holds something that is not a manifest of this partition; the next snapshot lists the manifests and numbers past it; the previous snapshot stays the latest`,
+            { cause: err, retriable: true, details: { job: this.layout.job, partition: this.layout.partition, key } },
+          )
+        }
         throw new TidemarkError('TIDEMARK_SNAPSHOT_FENCED', `another writer committed snapshot ${key} first; is the partition owned twice?`, { cause: err, details: { key } })
       }
       throw uploadFailed('write the manifest', this.layout, err)
     }
+  }
+
+  /** Whether `key` holds a manifest that verifies (someone else's snapshot), read in full. */
+  async #holdsManifest(key: string): Promise<boolean> {
+    const parsed = this.layout.parseManifestKey(key)!
+    try {
+      await this.#dfs('read the manifest in the way', () => readManifest(this.snapshotStore, this.layout, { key, ...parsed, size: 0, lastModified: new Date(0) }))
+      return true
+    } catch (err) {
+      if (isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) return false
+      throw err
+    }
+  }
+
+  /** Lists the manifests and fails when one of a newer epoch verifies (only those need reading). */
+  async #fenceByListing(): Promise<void> {
+    const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
+    this.#checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref))
   }
 
   /**
@@ -803,6 +861,11 @@ function groupBySize(files: readonly CheckpointFile[], maxBytes: number): Checkp
 
 function checkVerifiedFiles(value: unknown): CheckedFile[] | undefined {
   return value === undefined ? undefined : checkFileList<CheckedFile>(value, 'verifiedFiles', false, 'RestoreResult.verifiedFiles')
+}
+
+function checkWriterCheck(value: unknown): 'listing' | 'create-only' {
+  if (value !== 'listing' && value !== 'create-only') throw new RangeError(`writerCheck must be 'listing' or 'create-only', got ${typeof value === 'string' ? `'${value}'` : typeof value}`)
+  return value
 }
 
 function checkCheckpointMode(value: unknown): 'open' | 'close' {

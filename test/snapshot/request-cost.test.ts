@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { S3SnapshotStore } from '../../connectors/s3/index.js'
 import { CountingStore, diffCounts, getClass, putClass } from '../../bench/_counting-store.js'
 import type { PartitionStore} from '../../src/index.js';
-import { acquireClaim, FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, Snapshotter, valueState, type SnapshotStore } from '../../src/index.js'
+import { acquireClaim, FsSnapshotStore, openFileLog, PartitionProcessor, restoreSnapshot, Snapshotter, valueState, type SnapshotStore, type SnapshotStoreCapabilities } from '../../src/index.js'
 import { listManifests, readValidManifests } from '../../src/snapshot/catalog.js'
 import { acquireAsAssignee } from '../helpers/acquire-assigned.js'
 import { collectGarbage } from '../../src/snapshot/gc.js'
@@ -410,5 +410,162 @@ describe('a consumer-group task hands its listing on only when it is current', (
     const forced = await acquireAsAssignee({ store: dfs, job: 'job', partition: '0', waitMs: 0 })
     expect(forced.claim.epoch).toBeGreaterThan(afterWait.claim.epoch)
     expect(forced.known).toBeUndefined()
+  })
+})
+
+/** Restores the partition into a fresh directory under `dir` and checks that it is `id`, with `digest`'s contents. */
+async function expectRestore(store: SnapshotStore, dir: string, id: string, digest: Awaited<ReturnType<typeof storeDigest>>): Promise<void> {
+  const target = join(dir, randomName('restored'))
+  const restored = await restoreSnapshot({ snapshotStore: store, job: 'job', partition: 0, target })
+  expect(restored.snapshot?.id).toBe(id)
+  expect(await levelDigest(target)).toEqual(digest)
+}
+
+/** A Snapshotter used directly, as a stream engine would: no claim, no beforeCommit, default GC cadence; writerCheck 'create-only' unless said. */
+async function direct(inner: SnapshotStore, dir: string, options: { epoch?: number; gcEverySnapshots?: number; writerCheck?: 'listing' | 'create-only' } = {}): Promise<Owner> {
+  const dfs = inner instanceof CountingStore ? inner : new CountingStore(inner)
+  const store = await openKvStore(join(dir, 'store'))
+  const snapshotter = new Snapshotter({
+    snapshotStore: dfs, partitionStore: store, job: 'job', partition: 0, epoch: options.epoch ?? 0, writerCheck: options.writerCheck ?? 'create-only',
+    ...(options.gcEverySnapshots === undefined ? {} : { gcEverySnapshots: options.gcEverySnapshots }),
+  })
+  let offset = 0n
+  cleanups.push(async () => {
+    await snapshotter.close()
+    await store.close()
+  })
+  return {
+    dfs, store, snapshotter,
+    async write(version) {
+      // 5,000 keys of a 20,000-key state each time.
+      const from = (version * 5000) % 20_000
+      offset = (await writeKeys(store, range(from, from + 5000), version, offset, 1000)) + 1n
+    },
+  }
+}
+
+/** A store that refuses conditional puts (an S3 endpoint without If-None-Match: S3SnapshotStore's conditionalPut: false). */
+class UnconditionalStore extends CountingStore {
+  override get capabilities(): SnapshotStoreCapabilities {
+    return { conditionalPut: false, compareAndSwap: false }
+  }
+}
+
+describe.each(['fs', 's3'] as const)('a Snapshotter used directly, with no claim, writerCheck \'create-only\', on %s', (kind) => {
+  it('costs in steady state what it costs inside a processor: 2 PUTs (data object, create-only manifest), 1 HEAD (the new object), no LIST', async () => {
+    const dir = tempDir('tidemark-cost-direct-')
+    const inner: SnapshotStore = kind === 'fs' ? new FsSnapshotStore({ root: join(dir, 'dfs') }) : new S3SnapshotStore(bucket.storeOptions(randomName('p')))
+    const o = await direct(inner, dir)
+    cleanups.push(() => o.dfs.close())
+    const steady = []
+    let gcRuns = 0
+    for (let v = 0; v < 20; v++) {
+      await o.write(v)
+      const before = o.dfs.snapshot()
+      const result = await o.snapshotter.takeSnapshot()
+      if (result.gc !== undefined) gcRuns++
+      else if (v > 0) steady.push(diffCounts(o.dfs.snapshot(), before))
+    }
+    // The default cadence: after the first snapshot and after the 11th.
+    expect(gcRuns).toBe(2)
+    expect(steady).toHaveLength(18)
+    for (const counts of steady) {
+      expect(counts).toEqual({ put: 2, get: 0, head: 1, list: 0, delete: 0 })
+      expect(putClass(counts)).toBeLessThanOrEqual(2)
+      expect(getClass(counts)).toBeLessThanOrEqual(1)
+    }
+    const digest = await storeDigest(o.store)
+    const target = join(tempDir('tidemark-cost-direct-restore-'), 'r')
+    const restored = await restoreSnapshot({ snapshotStore: o.dfs.inner, job: 'job', partition: 0, target })
+    expect(restored.snapshot?.sequence).toBe(19)
+    expect(restored.skipped).toEqual([])
+    expect(await levelDigest(target)).toEqual(digest)
+  })
+})
+
+describe('a Snapshotter used directly with writerCheck \'create-only\' still finds another writer', () => {
+  it('of its own epoch: its create-only manifest collides with the one it did not list, TIDEMARK_SNAPSHOT_FENCED, and a restore gets the other writer\'s', async () => {
+    const dir = tempDir('tidemark-cost-direct-twin-')
+    const root = join(dir, 'dfs')
+    const a = await direct(new FsSnapshotStore({ root }), join(dir, 'a'))
+    for (let v = 0; v < 3; v++) {
+      await a.write(v)
+      await a.snapshotter.takeSnapshot()
+    }
+    // A second writer of the same epoch lists, and commits the sequence a numbers next.
+    const b = await direct(new FsSnapshotStore({ root }), join(dir, 'b'))
+    await b.write(7)
+    const theirs = await b.snapshotter.takeSnapshot()
+    await a.write(3)
+    const before = a.dfs.snapshot()
+    await expect(a.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED' })
+    expect(diffCounts(a.dfs.snapshot(), before).list).toBe(0)
+    await expectRestore(a.dfs.inner, dir, theirs.id, await storeDigest(b.store))
+    // The failure drops the view: the next snapshot lists and numbers after theirs.
+    const next = await a.snapshotter.takeSnapshot()
+    expect(next.sequence).toBe(theirs.sequence + 1)
+  })
+
+  it('of a newer epoch: what it commits meanwhile is never what a restore picks, and the next full listing (its GC run) fences it', async () => {
+    const dir = tempDir('tidemark-cost-direct-newer-')
+    const root = join(dir, 'dfs')
+    const a = await direct(new FsSnapshotStore({ root }), join(dir, 'a'), { gcEverySnapshots: 3 })
+    for (let v = 0; v < 2; v++) {
+      await a.write(v)
+      await a.snapshotter.takeSnapshot()
+    }
+    const b = await direct(new FsSnapshotStore({ root }), join(dir, 'b'), { epoch: 1 })
+    await b.write(7)
+    const theirs = await b.snapshotter.takeSnapshot()
+    const bDigest = await storeDigest(b.store)
+    // Unseen until a listing: a's snapshots land below b's in (epoch, sequence) order.
+    let fenced: unknown
+    const committed = []
+    for (let v = 2; v < 8 && fenced === undefined; v++) {
+      await a.write(v)
+      try {
+        committed.push(await a.snapshotter.takeSnapshot())
+      } catch (err) {
+        fenced = err
+      }
+      await expectRestore(a.dfs.inner, dir, theirs.id, bDigest)
+    }
+    expect(fenced).toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED' })
+    // At most gcEverySnapshots snapshots after: the GC after the first, then every 3rd.
+    expect(committed.length).toBeLessThanOrEqual(3)
+    expect(committed.some((c) => c.gc !== undefined)).toBe(true)
+  })
+
+  it('a key planted where it numbers next is no writer: that snapshot fails retriably (no fencing), the next lists and numbers past it', async () => {
+    const dir = tempDir('tidemark-cost-direct-junk-')
+    const o = await direct(new FsSnapshotStore({ root: join(dir, 'dfs') }), dir)
+    await o.write(0)
+    const first = await o.snapshotter.takeSnapshot()
+    const layout = new SnapshotLayout('job', 0)
+    await o.dfs.inner.put(layout.manifestKey(0, first.sequence + 1), Buffer.from('not a manifest'))
+    await o.write(1)
+    await expect(o.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_UPLOAD_FAILED', retriable: true })
+    const next = await o.snapshotter.takeSnapshot()
+    expect(next.sequence).toBe(first.sequence + 2)
+    await expectRestore(o.dfs.inner, dir, next.id, await storeDigest(o.store))
+  })
+
+  it('on a store without conditional puts it lists the manifests for every snapshot, as with writerCheck \'listing\' (the default), and HEADs the objects it reuses', async () => {
+    const dir = tempDir('tidemark-cost-direct-unconditional-')
+    const o = await direct(new UnconditionalStore(new FsSnapshotStore({ root: join(dir, 'dfs') })), dir)
+    cleanups.push(() => o.dfs.close())
+    await o.write(0)
+    await o.snapshotter.takeSnapshot()
+    for (let v = 1; v < 4; v++) {
+      await o.write(v)
+      const before = o.dfs.snapshot()
+      const result = await o.snapshotter.takeSnapshot()
+      const counts = diffCounts(o.dfs.snapshot(), before)
+      expect(result.gc).toBeUndefined()
+      // Before the plan and again before the manifest.
+      expect(counts.list).toBe(2)
+      expect(counts.put).toBe(2)
+      expect(counts.head).toBeGreaterThanOrEqual(1)
+    }
   })
 })
