@@ -85,9 +85,9 @@ export interface SnapshotterOptions {
    * compareAndSwap), a newer owner, who must take the claim first, is found
    * before this snapshotter's next manifest, and that check stands for the
    * HEAD of the new data objects (see "Listing rules" in docs/snapshots.md;
-   * without it, see `writerCheck`). A rejection fails the snapshot with that very error (a TidemarkError such
-   * as TIDEMARK_OWNERSHIP_LOST is not turned into a retriable upload
-   * failure); no manifest is written and the uploaded data objects are left
+   * without it, see `writerCheck`). A rejection fails the snapshot with
+   * that very error (a TidemarkError such as TIDEMARK_OWNERSHIP_LOST is not
+   * turned into a retriable upload failure); no manifest is written and the uploaded data objects are left
    * for gc(), as after any failure.
    */
   beforeCommit?: () => Promise<void>
@@ -598,7 +598,7 @@ export class Snapshotter {
    * tells a writer with a trusted view that another one wrote meanwhile.
    */
   async #commit(key: string, body: Buffer): Promise<void> {
-    if (!this.#trustView) await this.#fenceByListing()
+    if (!this.#trustView) await this.#fenceByListing(key)
     // Last, so that an owner's proof of ownership is as fresh as it can be
     // when the manifest lands; its error is the caller's, passed as it is.
     if (this.#beforeCommit !== undefined) await this.#beforeCommit()
@@ -613,7 +613,7 @@ export class Snapshotter {
         // above); a trusted view without a claim relied on the collision,
         // so it lists now, as an untrusted one would have.
         if (!(ifNoneMatch && err instanceof RangeError)) throw err
-        if (this.#trustView && !this.#claimChecked) await this.#fenceByListing()
+        if (this.#trustView && !this.#claimChecked) await this.#fenceByListing(key)
         await this.snapshotStore.put(key, body, { contentLength: body.byteLength })
       }
     } catch (err) {
@@ -634,7 +634,7 @@ export class Snapshotter {
         if (existing?.equals(body) === true) return
         // Numbered from a kept view, this writer may meet a key that anyone
         // with write access planted: that is no other writer, and the next
-        // snapshot, listing, numbers past it (one GET, on a collision only).
+        // snapshot, listing, numbers past it (a GET, on a collision only).
         if (this.#trustView && !this.#claimChecked && !(await this.#holdsManifest(key))) {
           throw new TidemarkError(
             'TIDEMARK_SNAPSHOT_UPLOAD_FAILED',
@@ -660,10 +660,17 @@ export class Snapshotter {
     }
   }
 
-  /** Lists the manifests and fails when one of a newer epoch verifies (only those need reading). */
-  async #fenceByListing(): Promise<void> {
+  /**
+   * Lists the manifests and fails when one of a newer epoch verifies (only
+   * those need reading), or when `key` is taken: a put that is not
+   * create-only would overwrite it.
+   */
+  async #fenceByListing(key: string): Promise<void> {
     const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
     this.#checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref))
+    if (refs.some((r) => r.key === key)) {
+      throw new TidemarkError('TIDEMARK_SNAPSHOT_FENCED', `another writer committed snapshot ${key} first; is the partition owned twice?`, { details: { key } })
+    }
   }
 
   /**

@@ -550,6 +550,27 @@ describe('a Snapshotter used directly with writerCheck \'create-only\' still fin
     await expectRestore(o.dfs.inner, dir, next.id, await storeDigest(o.store))
   })
 
+  it('where the store refuses a create-only manifest of its size (S3 above partSize), it lists before the plain put and never overwrites a twin\'s manifest', async () => {
+    const dir = tempDir('tidemark-cost-direct-bounded-')
+    const root = join(dir, 'dfs')
+    const a = await direct(new FsSnapshotStore({ root }), join(dir, 'a'))
+    await a.write(0)
+    await a.snapshotter.takeSnapshot()
+    const b = await direct(new FsSnapshotStore({ root }), join(dir, 'b'))
+    await b.write(7)
+    const theirs = await b.snapshotter.takeSnapshot()
+    // Fault injection on one call: what S3SnapshotStore does with a create-only body above partSize.
+    const put = a.dfs.inner.put.bind(a.dfs.inner)
+    a.dfs.inner.put = (key, body, options) => {
+      if (options?.ifNoneMatch === true && key.includes('/manifests/')) return Promise.reject(new RangeError('injected: create-only body too large'))
+      return put(key, body, options)
+    }
+    await a.write(1)
+    await expect(a.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_FENCED', details: { key: theirs.key } })
+    a.dfs.inner.put = put
+    await expectRestore(a.dfs.inner, dir, theirs.id, await storeDigest(b.store))
+  })
+
   it('on a store without conditional puts it lists the manifests for every snapshot, as with writerCheck \'listing\' (the default), and HEADs the objects it reuses', async () => {
     const dir = tempDir('tidemark-cost-direct-unconditional-')
     const o = await direct(new UnconditionalStore(new FsSnapshotStore({ root: join(dir, 'dfs') })), dir)
