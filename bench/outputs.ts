@@ -29,7 +29,8 @@
  *   send (the rest is the outbox scan, decoding and the delete commit).
  *
  * CPU figures (process.cpuUsage: every thread of the process, LevelDB's
- * included; medians): emitRawCpuUs and emitHeldCpuUs per event while the job
+ * included, not the Kafka mock's; medians): eoCpuUs and eoRawCpuUs per
+ * event from the start of the job until every record is delivered; emitRawCpuUs and emitHeldCpuUs per event while the job
  * runs, emitDeliveryCpuUs per record while the held outbox drains to the
  * file-log sink afterwards. On one core emitting with delivery in the same
  * process can reach at best about
@@ -161,6 +162,8 @@ export async function run(args: string[]): Promise<void> {
     // with a plain kafkajs producer: at-least-once, duplicates after every
     // crash. Sends are chained (one in flight, in order per key) while the
     // job goes on; the clock stops once every record is acknowledged.
+    const directCpu: number[] = []
+    const outboxCpu: number[] = []
     const direct = client.producer({ allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner })
     await direct.connect()
     const directJob = async (r: number): Promise<number> => {
@@ -176,27 +179,34 @@ export async function run(args: string[]): Promise<void> {
         },
       })
       let sent: Promise<unknown> = Promise.resolve()
+      let records = 0
       p.on('commit', () => {
         const messages = pending
         pending = []
+        records += messages.length
         sent = sent.then(() => direct.send({ topic, acks: -1, messages }))
       })
       await p.start()
+      const c0 = process.cpuUsage()
       const t0 = performance.now()
       await p.catchUp({ end: BigInt(opts.events) })
       await sent
       const seconds = (performance.now() - t0) / 1000
+      directCpu.push(cpuUs(c0) / opts.events)
       await p.close()
+      if (records !== opts.events) throw new Error(`the direct job sent ${records} records for ${opts.events} events`)
       return opts.events / seconds
     }
     const eoSink = kafkaSink({ brokers: kafka.brokers })
     const outboxJob = async (r: number): Promise<number> => {
       const p = processor(eoSink, undefined, freshTopic('outbox-job', r))
       await p.start()
+      const c0 = process.cpuUsage()
       const t0 = performance.now()
       await p.catchUp({ end: BigInt(opts.events) })
       await p.flushOutputs()
       const seconds = (performance.now() - t0) / 1000
+      outboxCpu.push(cpuUs(c0) / opts.events)
       await p.close()
       return opts.events / seconds
     }
@@ -266,6 +276,7 @@ export async function run(args: string[]): Promise<void> {
       eoPerSec: Math.round(median(eo.measured)),
       eoRaw: `the same word count without outputs, sending each committed batch's records (${opts.batch}) to Kafka with a plain kafkajs producer after its commit (at-least-once), one send in flight`,
       eoRawPerSec: Math.round(median(eo.raw)),
+      eoCpuUs: round(median(outboxCpu)), eoRawCpuUs: round(median(directCpu)),
       emitRatio: emitting.ratio, emitRatioMin: emitting.ratioMin, emitRatioMax: emitting.ratioMax, emitRatios: emitting.ratios,
       emitPerSec: Math.round(median(emitting.measured)),
       emitRaw: 'the same PartitionProcessor word count without outputs and without emit',

@@ -220,7 +220,7 @@ const ROWS: readonly Row[] = [
     figures: (f) => clauses([
       phrase(f, ['eoPerSec', 'eoRawPerSec'], (a, b) => `${int(a)} events/s delivered vs at-least-once ${int(b)}/s`),
       ratio(f, 'eoRatio'),
-      phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s`),
+      phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s without emitting`),
       ratio(f, 'emitRatio'),
       ratio(f, 'emitHeldRatio'),
       phrase(f, ['deliveredPerSec', 'deliveryRawPerSec'], (a, b) => `${int(a)} records/s vs ${int(b)}/s`),

@@ -42,6 +42,12 @@ interface Bench {
   gcEverySnapshots: number
   gcIntervalMs: number
   perGcRun?: { putClass: number; getClass: number }
+  /** A Snapshotter used directly (no claim), writerCheck 'create-only'; absent in files from before it was measured. */
+  snapshotterPutClassPerSnapshot?: number
+  snapshotterGetClassPerSnapshot?: number
+  snapshotterListPerSnapshot?: number
+  /** The same with the default writerCheck ('listing'), per request kind. */
+  snapshotterListingPerSnapshot?: Record<string, number>
   claimRenewalsPerMinute: number
   claimLeaseMs: number
   startLocal: Record<string, number>
@@ -99,6 +105,10 @@ const block = [
   '',
   `Measured per steady-state snapshot of a \`PartitionProcessor\` (claim checked before each manifest): **${b.putClassPerSnapshot} PUT-class** (one data object, one manifest), **${b.getClassPerSnapshot} GET-class** (the claim's HEAD), **${b.listPerSnapshot} LIST**. A GC run adds ${gcRun.putClass} PUT-class (two LISTs, one batched DELETE) and runs every ${b.gcEverySnapshots} snapshots or ${b.gcIntervalMs / 60_000} minutes, whichever comes first. A start on an intact local store costs ${requests(b.startLocal)}; a restore of a chain of ${b.startRestore.chain} snapshots ${requests(b.startRestore)}; a hand-off (snapshot, close, the next owner's start) ${requests(b.handoff.total)}.`,
   '',
+  ...(b.snapshotterPutClassPerSnapshot === undefined ? [] : [
+    `A \`Snapshotter\` used directly, with no claim ([snapshots.md](snapshots.md#a-snapshotter-used-directly)), measured the same way: with \`writerCheck: 'create-only'\` **${b.snapshotterPutClassPerSnapshot} PUT-class**, **${b.snapshotterGetClassPerSnapshot} GET-class** (the new data object's HEAD), **${b.snapshotterListPerSnapshot} LIST** per steady-state snapshot${b.snapshotterPutClassPerSnapshot === b.putClassPerSnapshot && b.snapshotterGetClassPerSnapshot === b.getClassPerSnapshot ? ', as a processor\'s, so the table below holds for it too' : ''}; with the default \`'listing'\` ${requests(b.snapshotterListingPerSnapshot ?? {})}.`,
+    '',
+  ]),
   '| partitions | snapshot every | PUT-class / month | GET-class / month | $ / month, snapshots + GC | claim renewals / month (standalone processor) |',
   '| ---: | ---: | ---: | ---: | ---: | ---: |',
   ...rows,
