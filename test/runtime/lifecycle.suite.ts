@@ -115,8 +115,9 @@ export function lifecycleSuite(harness: LifecycleHarness): void {
       // Events keep coming: the runtime notices the claim within its checks (a renewal, a look before a batch).
       let lost: TidemarkError | undefined
       void stopped.then((e) => { lost = e })
-      // Each round waits for its events to commit (or for the stop), so the rounds span the runtime's claim checks.
-      for (let round = 0; lost === undefined && round < 400; round++) {
+      // Each round waits for its events to commit (or for the stop); the runtime looks at its claim about once a
+      // second (a renewal, a look before a batch), so the rounds go on until it has (the bound only ends a broken run).
+      for (let round = 0; lost === undefined && round < 20_000; round++) {
         const batch = await env.append(words(5, round))
         await Promise.race([runner.appliedThrough(batch.at(-1)!.offset), stopped])
       }
