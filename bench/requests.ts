@@ -10,7 +10,11 @@
  *
  * Claim renewals are not per snapshot but per minute (a conditional PUT
  * every leaseMs / 3); the bench holds a long lease so that none falls into
- * a measured window, and reports the default's rate beside.
+ * a measured window, and reports the default's rate beside. Then renewals
+ * per process: standalone processors of one process holding 1 and 100
+ * partitions by one MemberLease (`renewalPutsPerMinutePerProcess1`,
+ * `...100`), and by a lease per claim for comparison; counted over a window
+ * at a 3 s lease and scaled to the default 30 s one.
  *
  * Prints one JSON line and saves it with the other benches' figures
  * (bench/results/requests.json, committed; TIDEMARK_REQUESTS_FILE writes a
@@ -19,7 +23,8 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { CLAIM_DEFAULTS, openFileLog, PartitionProcessor, PartitionStore, Snapshotter, valueState, type SnapshotSettings } from '../src/index.js'
+import { setTimeout as delay } from 'node:timers/promises'
+import { CLAIM_DEFAULTS, MemberLease, openFileLog, PartitionProcessor, PartitionStore, Snapshotter, valueState, type FileLog, type SnapshotSettings } from '../src/index.js'
 import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
 import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
 import { saveFigures } from './_figures.js'
@@ -153,6 +158,9 @@ export async function run(args: string[]): Promise<void> {
       list: round(avg(gcSnapshots, (c) => c.list) - avg(steady, (c) => c.list), 3),
       delete: round(avg(gcSnapshots, (c) => c.delete) - avg(steady, (c) => c.delete), 3),
     }
+    const renewals1 = await renewalPutsPerMinute(counting, dir.path, log, 1, true)
+    const renewals100 = await renewalPutsPerMinute(counting, dir.path, log, 100, true)
+    const perClaim100 = await renewalPutsPerMinute(counting, dir.path, log, 100, false)
     const renewIntervalMs = Math.floor(CLAIM_DEFAULTS.leaseMs / 3)
     const line = {
       bench: 'requests',
@@ -183,6 +191,10 @@ export async function run(args: string[]): Promise<void> {
       snapshotterSetup: `a Snapshotter used directly (no claim, no beforeCommit, writerCheck 'create-only', other options default): ${opts.directSnapshots} snapshots of a store changing ${opts.directKeys} keys each`,
       snapshotterListingPerSnapshot: perKind(listing.steady),
       claimRenewalsPerMinute: round(60_000 / renewIntervalMs, 3),
+      renewalPutsPerMinutePerProcess1: renewals1,
+      renewalPutsPerMinutePerProcess100: renewals100,
+      renewalPutsPerMinutePerProcess100PerClaim: perClaim100,
+      renewalSetup: 'PUTs to claim and member-lease objects while N standalone processors of one process hold their partitions, idle: by one MemberLease (…PerProcess1, …PerProcess100), and by a lease per claim (…PerClaim); counted over 5 renewal intervals at leaseMs 3000 and scaled to the default 30 s lease',
       claimLeaseMs: CLAIM_DEFAULTS.leaseMs,
       loadAvg: loadAvg(),
       date: new Date().toISOString(),
@@ -200,4 +212,26 @@ export async function run(args: string[]): Promise<void> {
     await s3.close()
     dir.cleanup()
   }
+}
+
+/** Renewal PUTs per minute, at the default lease, of one process whose `partitions` idle processors hold their claims. */
+async function renewalPutsPerMinute(store: CountingStore, dir: string, log: FileLog, partitions: number, byMember: boolean): Promise<number> {
+  const leaseMs = 3000
+  const job = `renew-${partitions}-${byMember ? 'member' : 'claim'}`
+  const memberLease = byMember ? await MemberLease.start({ store, job, leaseMs }) : undefined
+  const processors = Array.from({ length: partitions }, (_, p) => new PartitionProcessor<Event>({
+    job, log, topic: 'events', partition: p, path: join(dir, job, `p${p}`), states: [totals],
+    handler: () => undefined,
+    snapshots: { store, schedule: { intervalMs: 0, everyBytes: 0, everyEvents: 0 } },
+    ownership: memberLease === undefined ? { leaseMs } : { memberLease },
+  }))
+  for (const p of processors) await p.start()
+  // Five renewal intervals, after the starts' own writes.
+  const windowMs = (5 * leaseMs) / 3
+  const before = store.snapshot()
+  await delay(windowMs)
+  const puts = diffCounts(store.snapshot(), before).put
+  for (const p of processors) await p.close()
+  await memberLease?.release()
+  return round((puts / windowMs) * 60_000 * (leaseMs / CLAIM_DEFAULTS.leaseMs), 2)
 }

@@ -71,6 +71,8 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'snapshotterPutClassPerSnapshot', op: '<=', bound: 2, issue: 30 },
     { field: 'snapshotterGetClassPerSnapshot', op: '<=', bound: 1, issue: 30 },
     { field: 'snapshotterListPerSnapshot', op: '<=', bound: 0, issue: 30 },
+    // Renewals per process must not grow with its partitions (MemberLease).
+    { field: 'renewalPutsPerMinutePerProcess100', per: 'renewalPutsPerMinutePerProcess1', op: '<=', bound: 1.5, issue: 28 },
   ],
   // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
   growth: [],
@@ -234,6 +236,7 @@ const ROWS: readonly Row[] = [
       phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
+      phrase(f, ['renewalPutsPerMinutePerProcess1', 'renewalPutsPerMinutePerProcess100', 'renewalPutsPerMinutePerProcess100PerClaim'], (a, b, c) => `renewal PUTs a minute per process by a member lease: ${a} for 1 partition, ${b} for 100 (${c} for 100 with a lease per claim)`),
     ]),
   },
   {

@@ -50,6 +50,10 @@ interface Bench {
   snapshotterListingPerSnapshot?: Record<string, number>
   claimRenewalsPerMinute: number
   claimLeaseMs: number
+  /** Renewal PUTs a minute of one process holding 1 and 100 partitions by a MemberLease, and 100 by leases per claim; absent in files from before. */
+  renewalPutsPerMinutePerProcess1?: number
+  renewalPutsPerMinutePerProcess100?: number
+  renewalPutsPerMinutePerProcess100PerClaim?: number
   startLocal: Record<string, number>
   startRestore: Record<string, number>
   handoff: { total: Record<string, number> }
@@ -114,6 +118,10 @@ const block = [
   ...rows,
   '',
   `Claim renewals: a standalone \`PartitionProcessor\` renews its claim ${b.claimRenewalsPerMinute} times a minute with the default lease (${b.claimLeaseMs / 1000} s, renewed every third of it), one conditional PUT each, whatever the snapshot interval: at scale they cost more than the snapshots. A longer \`ownership.leaseMs\` lowers them in proportion (and lengthens the wait after a crash); claims in a consumer group have no lease and are not renewed.`,
+  ...(b.renewalPutsPerMinutePerProcess100 === undefined ? [] : [
+    '',
+    `With a \`MemberLease\` ([ownership.md](ownership.md#member-leases)) the claims of a process hold by one lease that the process renews: measured ${b.renewalPutsPerMinutePerProcess1} renewal PUTs a minute for a process with 1 partition and ${b.renewalPutsPerMinutePerProcess100} with 100 (${b.renewalPutsPerMinutePerProcess100PerClaim} with a lease per claim), that is ${fmtUsd(b.renewalPutsPerMinutePerProcess100 * MINUTES_PER_MONTH / 1000 * PRICES.putClassPer1000)} a month per process whatever its partitions.`,
+  ]),
   '',
   `Storage for ${STATE_GB} GB of state per partition, retain ${RETAIN}: at least the state itself; at most about ${MAX_AMPLIFICATION * 2} times it (each kept chain references at most \`maxAmplification\` = ${MAX_AMPLIFICATION} times the state before a compact point, and right after one the older chain is kept too until retention drops it). A bound, not a measurement:`,
   '',
