@@ -437,7 +437,7 @@ class ManualClock implements FollowerClock {
   now(): number {
     return this.#now
   }
-  setTimeout(fn: () => void, ms: number): unknown {
+  setTimeout(fn: () => void, ms: number): unknown { // ok: the manual clock's timer, moved by the test
     const id = this.#next++
     this.#timers.set(id, { at: this.#now + ms, fn })
     return id

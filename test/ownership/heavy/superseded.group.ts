@@ -5,7 +5,7 @@
 // claim by force; B is SIGCONTed after its own deadline. B must give up
 // (TIDEMARK_OWNERSHIP_CONFLICT, reason superseded), and C keeps the claim.
 import { join } from 'node:path'
-import { setTimeout as delay } from 'node:timers/promises'
+import { setTimeout as delay } from 'node:timers/promises' // ok: see its one use
 import { expect, it, onTestFinished } from 'vitest'
 import { acquireClaim, FsSnapshotStore } from '../../../src/index.js'
 import { spawnScript } from '../../log/child.js'
