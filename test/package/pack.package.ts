@@ -171,7 +171,8 @@ describe('the packed package', () => {
     expect(example).toContain("from 'tidemark/testing'")
     await mkdir(join(app, 'suite'), { recursive: true })
     await writeFile(join(app, 'suite', 'file-log.test.mjs'), example!)
-    const r = await inApp(process.execPath, ['--test', join(app, 'suite', 'file-log.test.mjs')])
+    // TAP on every Node line: Node 24 reports with 'spec' by default, also into a pipe.
+    const r = await inApp(process.execPath, ['--test', '--test-reporter=tap', join(app, 'suite', 'file-log.test.mjs')])
     expect(r.stdout).toMatch(/# pass 11\n# fail 0\n/)
     expect(r.code).toBe(0)
   })
