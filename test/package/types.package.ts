@@ -9,14 +9,17 @@
  * @types package it finds, TypeScript 7 none, so under 7 each entry point is
  * compiled alone (one program each), where nothing but the package itself
  * can bring in the Node types its declarations use (another entry's imports,
- * kafkajs's say, would otherwise hide a missing one).
+ * kafkajs's say, would otherwise hide a missing one). Then the README's
+ * examples (examples/readme/, which readme-examples.test.ts keeps equal to
+ * the README's blocks) compile in the same app with the settings the README
+ * asks a TypeScript user for ("types": ["node"], module nodenext).
  */
 import { execFile } from 'node:child_process'
-import { readFile, writeFile } from 'node:fs/promises'
+import { cp, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { devVersion, installApp } from '../../scripts/package/pack.js'
+import { devVersion, installApp, root } from '../../scripts/package/pack.js'
 import { makeTempDir, type TempDir } from '../helpers/tmp.js'
 
 const run = promisify(execFile)
@@ -98,6 +101,14 @@ beforeAll(async () => {
           files: [`${program.name}.ts`],
         }, null, 2))
       }
+      await cp(join(root, 'examples', 'readme'), join(app, 'readme'), { recursive: true })
+      await writeFile(join(app, 'tsconfig.readme.json'), JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022', lib: ['ES2023'], module: 'nodenext', moduleResolution: 'nodenext', types: ['node'],
+          strict: true, noUncheckedIndexedAccess: true, skipLibCheck: false, noEmit: true,
+        },
+        include: ['readme'],
+      }, null, 2))
     }
   }
   await Promise.all([installer(), installer()])
@@ -111,11 +122,12 @@ describe('the published declarations compile without skipLibCheck', () => {
     const installed = async (name: string): Promise<string> =>
       (JSON.parse(await readFile(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
     expect([await installed('typescript'), await installed('@types/node')]).toEqual([p.typescript, p.typesNode])
+    const tsc = join(app, 'node_modules', 'typescript', 'bin', 'tsc')
+    const compile = (config: string): Promise<{ code: number | undefined; stdout: string }> => run(process.execPath, [tsc, '-p', config], { cwd: app, maxBuffer: 16 << 20 })
+      .then(({ stdout }) => ({ code: 0, stdout }), (err: { code?: number; stdout?: string }) => ({ code: err.code, stdout: err.stdout ?? String(err) }))
     for (const program of programs(p.typescript)) {
-      const tsc = join(app, 'node_modules', 'typescript', 'bin', 'tsc')
-      const result = await run(process.execPath, [tsc, '-p', `tsconfig.${program.name}.json`], { cwd: app, maxBuffer: 16 << 20 })
-        .then(({ stdout }) => ({ code: 0, stdout }), (err: { code?: number; stdout?: string }) => ({ code: err.code, stdout: err.stdout ?? String(err) }))
-      expect(result, `tsc on ${program.entries.join(', ')}`).toEqual({ code: 0, stdout: '' })
+      expect(await compile(`tsconfig.${program.name}.json`), `tsc on ${program.entries.join(', ')}`).toEqual({ code: 0, stdout: '' })
     }
+    expect(await compile('tsconfig.readme.json'), "tsc on the README's examples").toEqual({ code: 0, stdout: '' })
   })
 })
