@@ -11,6 +11,6 @@ export { kafkaSink } from './outputs/index.js'
 export type { KafkaSinkOptions } from './outputs/index.js'
 export type {
   StatefulConsumerOptions, StatefulConsumerEvents, ConsumerRecord, RecordHandler, DecodeErrorPolicy, ConsumerSnapshotSettings,
-  TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts, PartitionStatus, CloseResult,
+  TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts, PartitionStatus, CloseResult, CloseOptions,
   StateAwareAssignerOptions, WarmupOptions, AssignmentInput, AssignmentMember, ComputedAssignment, MemberPlan, Move, MemberState, LocalCopy, CopyLag, AssignmentInfo,
 } from './consumer/index.js'

@@ -42,7 +42,7 @@ import { createRequire } from 'node:module'
 const require = createRequire(import.meta.url)
 
 /** kafkajs's modules, when it is kafkajs 2.2.4; else undefined. */
-function kafkajs224<T>(path: string): T | undefined {
+export function kafkajs224<T>(path: string): T | undefined {
   try {
     if ((require('kafkajs/package.json') as { version: string }).version !== '2.2.4') return undefined
     return require(path) as T

@@ -187,6 +187,23 @@ describe('computeAssignment: stickiness and balance', () => {
     expect(active(plan, 'a')).toEqual(active(remembering, 'a'))
   })
 
+  it('a member restarted after a close that stayed in the group gets its partitions back ahead of their standbys at the same position', () => {
+    // b closed p0 and p1 after their hand-off snapshots; c follows those snapshots as their standby, at the same position.
+    const members = [
+      member('a', { owned: [2, 3] }),
+      member('b-restarted', { copies: { 0: 40n, 1: 41n } }),
+      // c has room for one more partition.
+      member('c', { owned: [4], copies: { 0: { position: 40n, snapshot: '0000000001-000000000007' }, 1: { position: 41n, snapshot: '0000000001-000000000008' } } }),
+    ]
+    const plan = computeAssignment({ members, partitions: { [T]: range(6) } })
+    expect(active(plan, 'b-restarted')).toEqual([0, 1])
+    // A standby ahead of the store still wins: its copy is fresher.
+    const ahead = [member('a', { owned: [2] }), members[1]!, member('c', { owned: [3], copies: { 0: { position: 45n, snapshot: '0000000001-000000000009' } } })]
+    const aheadPlan = computeAssignment({ members: ahead, partitions: { [T]: range(4) } })
+    expect(owners(aheadPlan).get(0)).toBe('c')
+    expect(owners(aheadPlan).get(1)).toBe('b-restarted')
+  })
+
   it("a member that missed a generation (a zombie) loses a partition it still claims to the member of the newer generation", () => {
     // z owned 0-3 in generation 3; the group moved 0 and 1 to a in generation 4 while z was stalled.
     const members = [member('a', { owned: [0, 1], generation: 4 }), member('z', { owned: [0, 1, 2, 3], generation: 3 }), member('b', { owned: [4, 5], generation: 4 })]

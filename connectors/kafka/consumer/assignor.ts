@@ -392,7 +392,13 @@ function best<T>(list: readonly T[], compare: (a: T, b: T) => number): T | undef
   return top
 }
 
-/** Positive when copy a is fresher: a copy beats none, a known position beats an unknown one, then the higher position, then the newer snapshot. */
+/**
+ * Positive when copy a is fresher: a copy beats none, a known position beats
+ * an unknown one, then the higher position, then a store (no snapshot: it
+ * opens as it is, where a snapshot copy must be restored; a member
+ * restarted with its state dir gets its partitions back ahead of their
+ * standbys), then the newer snapshot.
+ */
 function compareCopies(a: LocalCopy | undefined, b: LocalCopy | undefined): number {
   if (a === undefined || b === undefined) return Number(a !== undefined) - Number(b !== undefined)
   if (a.position !== b.position) {
@@ -400,6 +406,7 @@ function compareCopies(a: LocalCopy | undefined, b: LocalCopy | undefined): numb
     if (b.position === undefined) return 1
     return a.position > b.position ? 1 : -1
   }
+  if (a.position !== undefined && (a.snapshot === undefined) !== (b.snapshot === undefined)) return a.snapshot === undefined ? 1 : -1
   // Snapshot ids are zero-padded (epoch, sequence): their text order is their age.
   return compareIds(a.snapshot ?? '', b.snapshot ?? '')
 }

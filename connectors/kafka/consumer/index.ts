@@ -1,5 +1,5 @@
 export { StatefulConsumer, DEAD_LETTER_HEADERS } from './stateful-consumer.js'
-export type { StatefulConsumerEvents, PartitionStatus, CloseResult } from './stateful-consumer.js'
+export type { StatefulConsumerEvents, PartitionStatus, CloseResult, CloseOptions } from './stateful-consumer.js'
 export { CONSUMER_DEFAULTS } from './options.js'
 export type { StatefulConsumerOptions, ConsumerRecord, RecordHandler, DecodeErrorPolicy, ConsumerSnapshotSettings } from './options.js'
 export type { TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts } from './partition-task.js'

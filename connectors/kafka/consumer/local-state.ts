@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PartitionStore } from '../../../src/store/partition-store.js'
-import { SnapshotFollower, type SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
+import { SnapshotFollower, type SnapshotFollowerEvent, type SnapshotFollowerStatus } from '../../../src/snapshot/follow.js'
 import type { AssignmentInfo, LocalCopy, MemberState } from './assignor-metadata.js'
 import type { ResolvedConsumerOptions } from './options.js'
 import { partitionKey, type TopicPartition } from './partition-task.js'
@@ -14,23 +14,40 @@ import { partitionKey, type TopicPartition } from './partition-task.js'
  * new partitions no member owned before (their claims are taken at once).
  */
 /** The consumer options that local state reads. */
-type LocalStateOptions = Pick<ResolvedConsumerOptions<unknown>, 'job' | 'stateDir' | 'topics' | 'logger' | 'snapshots' | 'standby' | 'handoff'>
+type LocalStateOptions = Pick<ResolvedConsumerOptions<unknown>, 'job' | 'stateDir' | 'topics' | 'logger' | 'snapshots' | 'standby' | 'handoff' | 'warmup'>
+
+interface Follower {
+  readonly tp: TopicPartition
+  readonly follower: SnapshotFollower
+  /** A warm-up (the partition moves here once the copy is warm) rather than a standby. */
+  warmup: boolean
+}
 
 export class LocalState {
   readonly #o: LocalStateOptions
   readonly #onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void
+  readonly #onWarm: () => void
   /** Local copies of partitions that no task runs here, by partition key. */
   readonly #copies = new Map<string, LocalCopy>()
   #generation = 0
   #orphaned = new Set<string>()
-  /** The standby copies this member keeps, by partition key. */
-  readonly #standbys = new Map<string, { tp: TopicPartition; follower: SnapshotFollower }>()
+  /** The standby and warm-up copies this member keeps, by partition key. */
+  readonly #standbys = new Map<string, Follower>()
+  /** Looks at the warm-ups' copies while there are any (a sync that finds nothing new reports no event). */
+  #warmTimer: NodeJS.Timeout | undefined
+  /** Whether onWarm was called for the current assignment. */
+  #warmReported = false
   /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
   readonly #handover = new Map<string, SnapshotFollower>()
 
-  constructor(options: LocalStateOptions, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void) {
+  /**
+   * onWarm: a warm-up's copy became warm (once per assignment): the member
+   * asks for the rebalance that moves the partition here.
+   */
+  constructor(options: LocalStateOptions, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void, onWarm: () => void = () => undefined) {
     this.#o = options
     this.#onStandby = onStandby
+    this.#onWarm = onWarm
   }
 
   /** The partition stores an earlier process left in stateDir, with their positions (each opened once). */
@@ -82,12 +99,21 @@ export class LocalState {
       if (task.position !== undefined) copies.set(task.key, { topic: task.topic, partition: task.partition, position: task.position })
     }
     const standbys: TopicPartition[] = []
-    for (const [key, { tp, follower }] of this.#standbys) {
-      standbys.push(tp)
+    for (const [key, { tp, follower, warmup }] of this.#standbys) {
+      if (!warmup) standbys.push(tp)
       const status = follower.status()
+      if (status.snapshot === undefined && nothingToFollow(status)) {
+        // No snapshot to follow yet: a move would replay the log whatever copy it went to, so this one is as warm as any.
+        if (!copies.has(key)) copies.set(key, { ...tp, lag: { snapshots: 0, bytes: 0 } })
+        continue
+      }
       const position = status.snapshot?.positions.find((p) => p.topic === tp.topic && p.partition === tp.partition)?.offset
-      if (position === undefined || (copies.get(key)?.position ?? -1n) >= position) continue
-      copies.set(key, { ...tp, position, snapshot: status.snapshot!.id, lag: { snapshots: status.snapshotsBehind, bytes: status.bytesBehind } })
+      if (position === undefined) continue
+      const lag = { snapshots: status.snapshotsBehind, bytes: status.bytesBehind }
+      const other = copies.get(key)
+      if (other === undefined || other.position === undefined || other.position < position) copies.set(key, { ...tp, position, snapshot: status.snapshot!.id, lag })
+      // A fresher store here is at least as warm: the lag that #checkWarm() judges goes with it, so that the assignor judges alike.
+      else if (warmup) copies.set(key, { ...other, lag })
     }
     return { generation: this.#generation, owned, standbys, copies: [...copies.values()] }
   }
@@ -103,8 +129,10 @@ export class LocalState {
     const o = this.#o
     this.#generation = info?.generation ?? this.#generation
     this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
+    this.#warmReported = false
     if (o.snapshots === undefined) return
-    const wanted = new Map((info?.standbys ?? []).map((tp) => [partitionKey(tp), tp]))
+    const wanted = new Map((info?.standbys ?? []).map((tp) => [partitionKey(tp), { tp, warmup: false }]))
+    for (const tp of info?.warmups ?? []) wanted.set(partitionKey(tp), { tp, warmup: true })
     const activeKeys = new Set(active.map(partitionKey))
     for (const [key, { tp, follower }] of this.#standbys) {
       if (wanted.has(key)) continue
@@ -115,15 +143,57 @@ export class LocalState {
       }
       void follower.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, key, err: error }, 'removing a standby copy failed'))
     }
-    for (const [key, tp] of wanted) {
-      if (this.#standbys.has(key)) continue
+    for (const [key, { tp, warmup }] of wanted) {
+      const kept = this.#standbys.get(key)
+      if (kept !== undefined) {
+        kept.warmup = warmup
+        continue
+      }
       const follower = new SnapshotFollower({
         snapshotStore: o.snapshots.store, job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
         maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
-        onEvent: (event) => this.#onStandby(tp, event),
+        onEvent: (event) => {
+          this.#onStandby(tp, event)
+          this.#checkWarm()
+        },
       })
       follower.start({ intervalMs: o.standby.intervalMs })
-      this.#standbys.set(key, { tp, follower })
+      this.#standbys.set(key, { tp, follower, warmup })
+    }
+    this.#watchWarmups()
+    this.#checkWarm()
+  }
+
+  /** The partitions this member warms to take them over. */
+  warmups(): TopicPartition[] {
+    return [...this.#standbys.values()].filter((f) => f.warmup).map((f) => f.tp)
+  }
+
+  #watchWarmups(): void {
+    const warming = [...this.#standbys.values()].some((f) => f.warmup)
+    if (!warming) {
+      clearInterval(this.#warmTimer)
+      this.#warmTimer = undefined
+    } else if (this.#warmTimer === undefined) {
+      this.#warmTimer = setInterval(() => this.#checkWarm(), this.#o.standby.intervalMs)
+      this.#warmTimer.unref()
+    }
+  }
+
+  /** Calls onWarm once per assignment when a warm-up's copy is within the lag bounds that the assignor applies to what advertise() says. */
+  #checkWarm(): void {
+    const bounds = this.#o.warmup
+    if (bounds === undefined || this.#warmReported) return
+    for (const { follower, warmup } of this.#standbys.values()) {
+      if (!warmup) continue
+      const status = follower.status()
+      const warm = status.snapshot === undefined
+        ? nothingToFollow(status)
+        : (bounds.maxLagSnapshots === undefined || status.snapshotsBehind <= bounds.maxLagSnapshots) && (bounds.maxLagBytes === undefined || status.bytesBehind <= bounds.maxLagBytes)
+      if (!warm) continue
+      this.#warmReported = true
+      this.#onWarm()
+      return
     }
   }
 
@@ -137,6 +207,14 @@ export class LocalState {
 
   /** Stops the standby copies where they are: a restart with this stateDir takes them up again. */
   async stop(): Promise<void> {
+    clearInterval(this.#warmTimer)
+    this.#warmTimer = undefined
+    this.#warmReported = true
     await Promise.all([...this.#standbys.values()].map(({ follower }) => follower.stop()))
   }
+}
+
+/** A follower that synced and found no snapshot of its partition at all. */
+function nothingToFollow(status: SnapshotFollowerStatus): boolean {
+  return status.lastSyncAt !== undefined && status.newest === undefined && status.lastError === undefined
 }

@@ -11,6 +11,8 @@ import { resolveDedupe, resolveOutputs, type ResolvedOutputs } from '../../../sr
 import type { DedupeMode, EmitContext, OutputsOptions } from '../../../src/outputs/types.js'
 import { checkLogger, type Logger } from '../../../src/logging/logger.js'
 import { checkClaimStore } from '../../../src/runtime/partition-lifecycle.js'
+import type { WarmupOptions } from './assignor.js'
+import { canRejoin } from './membership.js'
 
 /** One Kafka record as the handler sees it. */
 export interface ConsumerRecord<V> {
@@ -147,6 +149,20 @@ export interface StatefulConsumerOptions<V = unknown> {
   standbys?: number
   /** How standby copies are kept: how often each looks for a new snapshot, and its bandwidth and disk budget. */
   standby?: { intervalMs?: number; maxBytesPerSecond?: number; maxDiskBytes?: number }
+  /**
+   * Warm-up before a move (KIP-441, from the snapshot store): a partition
+   * that must move to a member without a warm copy (one that joined, one
+   * whose copy is old) stays with its owner, which keeps processing it,
+   * while the receiver follows its snapshots like a standby (`standby`
+   * sets how). Once the copy is within the lag bounds the receiver asks for
+   * a rebalance itself, and the partition moves; the new owner downloads
+   * only the delta. `maxWarmups` bounds the partitions warming at once in
+   * the group (default 2); a copy is warm within `maxLagSnapshots`
+   * snapshots of the newest (default 1) and, when given, `maxLagBytes`
+   * bytes. A partition whose owner left moves at once. `true` takes the
+   * defaults. Needs snapshots and the default assignor; default off.
+   */
+  warmup?: boolean | { maxWarmups?: number; maxLagBytes?: number; maxLagSnapshots?: number }
   /** Where the consumer, its partitions' snapshotters and restores log (pino-compatible); nothing is logged without one. kafkajs's own logging is `kafka.logCreator`. */
   logger?: Logger
 }
@@ -157,6 +173,9 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   handoffTimeoutMs: 30_000,
   handoffWaitMs: 10_000,
   standbyIntervalMs: 5_000,
+  /** KIP-441's max.warmup.replicas default. */
+  maxWarmups: 2,
+  maxLagSnapshots: 1,
   startFrom: 'earliest' as const,
   onTruncated: 'fail' as const,
   onDecodeError: 'stop' as const,
@@ -203,6 +222,7 @@ export interface ResolvedConsumerOptions<V> {
   readonly partitionAssigners: readonly PartitionAssigner[] | undefined
   readonly standbys: number
   readonly standby: { readonly intervalMs: number; readonly maxBytesPerSecond: number; readonly maxDiskBytes: number }
+  readonly warmup: WarmupOptions | undefined
   readonly logger: Logger
 }
 
@@ -210,7 +230,7 @@ const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
   'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
-  'partitionAssigners', 'standbys', 'standby',
+  'partitionAssigners', 'standbys', 'standby', 'warmup',
 ])
 
 /** Checks the options once, naming the field that is wrong. */
@@ -271,6 +291,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   const standby = options.standby ?? {}
   if (typeof standby !== 'object' || standby === null) throw new TypeError(`options.standby must be an object, got ${describe(standby)}`)
   for (const key of Object.keys(standby)) if (!['intervalMs', 'maxBytesPerSecond', 'maxDiskBytes'].includes(key)) throw new TypeError(`options.standby.${key} is not an option of standby copies`)
+  const warmup = resolveWarmup(options)
   const assigners = options.partitionAssigners
   if (assigners !== undefined && (!Array.isArray(assigners) || assigners.length === 0 || !assigners.every((a) => typeof a === 'function'))) {
     throw new TypeError(`options.partitionAssigners must be a non-empty array of kafkajs PartitionAssigner functions, got ${describe(assigners)}`)
@@ -305,7 +326,26 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
       maxBytesPerSecond: integer(standby.maxBytesPerSecond ?? 0, 'options.standby.maxBytesPerSecond', 0, Number.MAX_SAFE_INTEGER),
       maxDiskBytes: integer(standby.maxDiskBytes ?? 0, 'options.standby.maxDiskBytes', 0, Number.MAX_SAFE_INTEGER),
     }),
+    warmup,
     logger: checkLogger(options.logger, 'options.logger'),
+  })
+}
+
+function resolveWarmup(options: Pick<StatefulConsumerOptions, 'warmup' | 'snapshots' | 'partitionAssigners'>): WarmupOptions | undefined {
+  const value = options.warmup ?? false
+  if (value === false) return undefined
+  if (value !== true && (typeof value !== 'object' || value === null)) throw new TypeError(`options.warmup must be a boolean or { maxWarmups?, maxLagBytes?, maxLagSnapshots? }, got ${describe(value)}`)
+  if (options.snapshots === undefined) throw new TypeError('options.warmup needs options.snapshots: a partition warms by following its snapshots')
+  if (options.partitionAssigners !== undefined) throw new TypeError('options.warmup needs the default assignor (the state-aware one holds moves back); leave options.partitionAssigners unset')
+  // The receiver asks for the rebalance that moves a warm partition; without that it would warm forever.
+  if (!canRejoin) throw new TypeError('options.warmup needs kafkajs 2.2.4: Tidemark asks for the rebalance that moves a warm partition through it (docs/consumer-group.md)')
+  const given = value === true ? {} : value
+  for (const key of Object.keys(given)) if (!['maxWarmups', 'maxLagBytes', 'maxLagSnapshots'].includes(key)) throw new TypeError(`options.warmup.${key} is not an option of warm-ups`)
+  const maxLagBytes = given.maxLagBytes === undefined ? undefined : integer(given.maxLagBytes, 'options.warmup.maxLagBytes', 0, Number.MAX_SAFE_INTEGER)
+  return Object.freeze({
+    maxWarmups: integer(given.maxWarmups ?? CONSUMER_DEFAULTS.maxWarmups, 'options.warmup.maxWarmups', 1, 1024),
+    maxLagBytes,
+    maxLagSnapshots: given.maxLagSnapshots === undefined && maxLagBytes !== undefined ? undefined : integer(given.maxLagSnapshots ?? CONSUMER_DEFAULTS.maxLagSnapshots, 'options.warmup.maxLagSnapshots', 0, 1_000_000),
   })
 }
 

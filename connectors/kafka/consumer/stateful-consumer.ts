@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
+import { describe } from '../../../src/describe.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { callListener } from '../../../src/logging/listener.js'
 import type { PartitionStore } from '../../../src/store/partition-store.js'
@@ -12,6 +13,7 @@ import type { SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
 import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
+import { cancelRejoin, requestRejoin, stayInGroup } from './membership.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 import { observeConsumerEvent } from './observe.js'
@@ -32,8 +34,12 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
 })
 
 export interface StatefulConsumerEvents {
-  /** A new assignment from the group: what was added and what was taken away. */
-  assignment: [{ partitions: TopicPartition[]; assigned: TopicPartition[]; revoked: TopicPartition[] }]
+  /**
+   * A new assignment from the group: what was added and what was taken
+   * away; under the state-aware assignor also the partitions this member is
+   * standby for and those it warms to take over (options.warmup).
+   */
+  assignment: [{ partitions: TopicPartition[]; assigned: TopicPartition[]; revoked: TopicPartition[]; standbys: TopicPartition[]; warmups: TopicPartition[] }]
   /** A partition's state is restored and its records are being fetched. */
   'partition-started': [PartitionStarted]
   /** A partition stopped on an error (it stays paused here until the group moves it). */
@@ -70,6 +76,19 @@ export interface PartitionStatus extends TopicPartition {
 
 export interface CloseResult {
   partitions: PartitionClosed[]
+}
+
+export interface CloseOptions {
+  /**
+   * false: close without leaving the group, for a restart with the same
+   * stateDir (the closest kafkajs comes to KIP-345's static membership).
+   * The group keeps this member, and its partitions unprocessed, until its
+   * session times out (`consumer.sessionTimeout`); a restart that joins
+   * before then starts the only rebalance, and the state-aware assignor
+   * gives it its partitions back from its local stores. Without a restart,
+   * the partitions wait for the session timeout. Default true.
+   */
+  leaveGroup?: boolean
 }
 
 /**
@@ -119,14 +138,14 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }) as this['emit']
     this.options = resolveConsumerOptions(options)
     const o = this.options
-    this.#local = new LocalState(o, (tp, event) => this.emit('standby', { ...tp, event }))
+    this.#local = new LocalState(o, (tp, event) => this.emit('standby', { ...tp, event }), () => this.#rejoinWarm())
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
     this.#consumer = this.#kafka.consumer({
       groupId: o.groupId,
       allowAutoTopicCreation: true,
       maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs,
       ...o.consumer,
-      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys })])],
+      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys, warmup: o.warmup })])],
     })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
@@ -157,9 +176,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       this.#crashes = 0
       // Read before the tasks are created: a task of an orphaned partition takes its claim at once.
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
-      this.#local.assigned(takeAssignmentInfo(payload.memberId), partitions, (tp) => this.#assignments.current(tp.topic, tp.partition) !== undefined)
+      const info = takeAssignmentInfo(payload.memberId)
+      this.#local.assigned(info, partitions, (tp) => this.#assignments.current(tp.topic, tp.partition) !== undefined)
       const change = this.#assignments.assign(partitions)
-      this.emit('assignment', { partitions, ...change })
+      this.emit('assignment', { partitions, ...change, standbys: [...(info?.standbys ?? [])], warmups: [...(info?.warmups ?? [])] })
     })
     c.on(c.events.CRASH, ({ payload }) => {
       const restart = payload.restart || this.#restartAfterCrash()
@@ -207,6 +227,14 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     return true
   }
 
+  /** A warm-up's copy is warm: the rebalance that moves its partition here. */
+  #rejoinWarm(): void {
+    const memberId = this.#memberId
+    if (this.#state !== 'running' || memberId === undefined) return
+    this.options.logger.info({ job: this.options.job, groupId: this.options.groupId, memberId, warmups: this.#local.warmups().map((tp) => `${tp.topic}/${tp.partition}`) }, 'a warm-up is warm: asking the group to rebalance')
+    requestRejoin(this.options.groupId, memberId)
+  }
+
   /** This member's id in the group, once it joined. */
   get memberId(): string | undefined {
     return this.#memberId
@@ -252,12 +280,16 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
    * while still a member, so that the next owners restore it, then leaves
    * the group and closes the stores and connections.
    */
-  close(): Promise<CloseResult> {
-    this.#closing ??= this.#close()
+  close(options: CloseOptions = {}): Promise<CloseResult> {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`close options must be an object, got ${describe(options)}`)
+    for (const key of Object.keys(options)) if (key !== 'leaveGroup') throw new TypeError(`options.${key} is not an option of close()`)
+    const leaveGroup = options.leaveGroup ?? true
+    if (typeof leaveGroup !== 'boolean') throw new TypeError(`options.leaveGroup must be a boolean, got ${describe(leaveGroup)}`)
+    this.#closing ??= this.#close(leaveGroup)
     return this.#closing
   }
 
-  async #close(): Promise<CloseResult> {
+  async #close(leaveGroup: boolean): Promise<CloseResult> {
     const wasRunning = this.#state === 'running'
     this.#state = 'closing'
     if (wasRunning) {
@@ -271,6 +303,11 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     // Standby copies stop where they are: a restart with this stateDir takes them up again.
     await this.#local.stop()
     const partitions = await this.#assignments.closeAll()
+    const memberId = this.#memberId
+    if (memberId !== undefined) {
+      cancelRejoin(this.options.groupId, memberId)
+      if (!leaveGroup) stayInGroup(this.options.groupId, memberId)
+    }
     await this.#consumer.disconnect().catch(() => undefined)
     await this.#assignments.drained()
     const producer = this.#producer
