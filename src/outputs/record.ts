@@ -61,6 +61,12 @@ export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
 class RecordReader {
   at = 0
   end = 0
+  /** The last record's fields after its id (#rest): no object or closure per record. */
+  topic = ''
+  partition = 0
+  key: Buffer | null = null
+  value: Buffer | null = null
+  headers: Record<string, Buffer> = {}
   /** The last texts read and where their bytes are in `b`: reused when the same bytes come again. */
   readonly #seen: Array<{ at: number; n: number; text: string }> = []
 
@@ -159,17 +165,34 @@ class RecordReader {
     if (this.at !== end) throw new Error(`${end - this.at} trailing bytes after the output record`)
   }
 
+  /**
+   * The record in b[at, end) without its id (a sink sends it as the
+   * `tidemark-id` header, which is among the headers): checked as record()
+   * checks it, its fields handed to `each` rather than put in an object.
+   */
+  fields(at: number, end: number, each: EachRecordFields): void {
+    this.begin(at, end)
+    this.skipText()
+    this.#rest(end)
+    each(this.topic, this.partition, this.key, this.value, this.headers)
+  }
+
   /** The record in b[at, end). */
   record(at: number, end: number): OutboxRecord {
-    const b = this.b
     this.begin(at, end)
     const id = this.text()
-    const topic = this.text(0)
+    this.#rest(end)
+    return new DecodedRecord(id, this.topic, this.partition, this.key, this.value, this.headers, this.b.subarray(at, end))
+  }
+
+  #rest(end: number): void {
+    const b = this.b
+    this.topic = this.text(0)
     this.need(4)
-    const partition = b.readInt32BE(this.at)
+    this.partition = b.readInt32BE(this.at)
     this.at += 4
-    const key = this.part()
-    const value = this.part()
+    this.key = this.part()
+    this.value = this.part()
     this.need(2)
     const count = b.readUInt16BE(this.at)
     this.at += 2
@@ -183,8 +206,8 @@ class RecordReader {
       headers[name] = b.subarray(this.at, this.at + n)
       this.at += n
     }
+    this.headers = headers
     if (this.at !== end) throw new Error(`${end - this.at} trailing bytes after the output record`)
-    return new DecodedRecord(id, topic, partition, key, value, headers, b.subarray(at, end))
   }
 }
 
@@ -354,6 +377,33 @@ export class EncodedBatch implements EncodedRecords {
   record(i: number): OutboxRecord {
     const at = this.#index(i)
     return new RecordReader(this.#chunks[i]!).record(at, this.#end[i]!)
+  }
+
+  /** eachEncodedRecord() of this batch: no view per record, one reader per chunk. */
+  each(each: EachRecordFields): void {
+    let reader: RecordReader | undefined
+    for (let i = 0; i < this.#at.length; i++) {
+      const b = this.#chunks[i]!
+      if (reader?.b !== b) reader = new RecordReader(b)
+      reader.fields(this.#at[i]!, this.#end[i]!, each)
+    }
+  }
+}
+
+/** A record's fields as eachEncodedRecord() hands them over (key, value and header values are views, valid while the batch is). */
+export type EachRecordFields = (topic: string, partition: number, key: Buffer | null, value: Buffer | null, headers: Record<string, Buffer>) => void
+
+/**
+ * Hands each record of `records` to `each` in order, decoded but for its id
+ * (the `tidemark-id` header holds it): for a sink that builds its own
+ * messages from the binary form, without an OutboxRecord and an id string
+ * per record. Throws an Error naming what is wrong, as decoding does.
+ */
+export function eachEncodedRecord(records: EncodedRecords, each: EachRecordFields): void {
+  if (records instanceof EncodedBatch) return records.each(each)
+  for (let i = 0; i < records.length; i++) {
+    const b = records.bytes(i)
+    new RecordReader(b).fields(0, b.length, each)
   }
 }
 

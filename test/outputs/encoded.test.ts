@@ -4,7 +4,7 @@ import { openFileLog, PartitionProcessor, PartitionStore, type FileLog } from '.
 import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey, outboxRecordCodec, readOutbox, type EncodedRecords, type OutboxRecord, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { resolveOutputs } from '../../src/outputs/options.js'
 import { OutboxPublisher } from '../../src/outputs/publisher.js'
-import { OutboxChunkWriter } from '../../src/outputs/record.js'
+import { decodeOutboxRecord, eachEncodedRecord, OutboxChunkWriter } from '../../src/outputs/record.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counts, wordLog } from './fixtures.js'
 
@@ -21,6 +21,11 @@ function twoTopics(dir: string, log: FileLog, outputs: OutputsOptions): Partitio
     },
     outputs,
   })
+}
+
+/** A record's fields as eachEncodedRecord() gives them. */
+function withoutId(r: OutboxRecord): object {
+  return { topic: r.topic, partition: r.partition, key: r.key, value: r.value, headers: { ...r.headers } }
 }
 
 /** A sink that must not be called through send(). */
@@ -58,6 +63,10 @@ describe('outputs: sinks that take the binary form (sendEncoded)', () => {
         }
         expect(() => records.topic(records.length)).toThrow(RangeError)
         expect(() => records.bytes(-1)).toThrow(RangeError)
+        // What kafkaSink reads from the same batch: each record's fields but its id.
+        const fields: unknown[] = []
+        eachEncodedRecord(records, (topic, partition, key, value, headers) => { fields.push({ topic, partition, key, value, headers }) })
+        expect(fields).toEqual(Array.from({ length: records.length }, (_, i) => withoutId(records.record(i))))
       }),
     })
     await p.start()
@@ -127,6 +136,21 @@ describe('outputs: sinks that take the binary form (sendEncoded)', () => {
       await store.close()
     })
   }
+
+  it('eachEncodedRecord reads any EncodedRecords as record(i) decodes them, id aside, and refuses a damaged record as decoding does', () => {
+    const records: OutboxRecord[] = [
+      { id: 'j:t:0:1:0', topic: 'a', partition: -1, key: Buffer.from('k'), value: Buffer.from('v'), headers: { h: Buffer.from('x'), 'tidemark-id': Buffer.from('j:t:0:1:0') } },
+      { id: 'j:t:0:2:0', topic: 'b', partition: 3, key: null, value: null, headers: { 'tidemark-id': Buffer.from('j:t:0:2:0') } },
+    ]
+    const forms = records.map((r) => encodeOutboxRecord(r))
+    const plain = (bytes: Buffer[]): EncodedRecords => ({ length: bytes.length, topic: (i) => records[i]!.topic, bytes: (i) => bytes[i]!, record: (i) => records[i]! })
+    const fields: unknown[] = []
+    eachEncodedRecord(plain(forms), (topic, partition, key, value, headers) => { fields.push({ topic, partition, key, value, headers }) })
+    expect(fields).toEqual(records.map(withoutId))
+    const damaged = forms[1]!.subarray(0, forms[1]!.length - 1)
+    expect(() => decodeOutboxRecord(damaged)).toThrow(/truncated/)
+    expect(() => eachEncodedRecord(plain([forms[0]!, damaged]), () => undefined)).toThrow(/truncated/)
+  })
 
   it('outputs.sink.sendEncoded must be a function when set', () => {
     const sink = { name: 'x', send: async () => undefined, close: async () => undefined, sendEncoded: 'yes' } as unknown as OutputSink

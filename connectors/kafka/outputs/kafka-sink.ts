@@ -1,7 +1,8 @@
 import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
-import type { OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
+import { eachEncodedRecord } from '../../../src/outputs/record.js'
+import type { EncodedRecords, OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
 
 export interface KafkaSinkOptions {
   /** Bootstrap brokers of the output cluster, `host:port`. */
@@ -57,20 +58,19 @@ export function kafkaSink(options: KafkaSinkOptions): OutputSink {
     async send(records: readonly OutboxRecord[]): Promise<void> {
       if (closed) throw new Error('the Kafka sink is closed')
       if (records.length === 0) return
-      // One request, topics in first-seen order, each topic's records in outbox order.
-      const byTopic = new Map<string, Message[]>()
-      for (const r of records) {
-        let messages = byTopic.get(r.topic)
-        if (messages === undefined) byTopic.set(r.topic, messages = [])
-        // The record's headers object as it is (kafkajs only reads it), and
-        // one object per message: no copy and no spread per record, which a
-        // plain producer sending ready messages does not pay either.
-        const message: Message = { key: r.key, value: r.value, headers: r.headers as Message['headers'] }
-        if (r.partition >= 0) message.partition = r.partition
-        messages.push(message)
-      }
-      const p = await connected()
-      await p.sendBatch({ acks, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
+      const batch = new TopicBatch()
+      for (const r of records) batch.add(r.topic, r.partition, r.key, r.value, r.headers)
+      await batch.send(await connected(), acks)
+    },
+    // The publisher's call: the records' fields are read straight from the
+    // outbox's bytes into kafkajs messages, without an OutboxRecord and an
+    // id string per record (decoding was a fifth of the job's delivery CPU).
+    async sendEncoded(records: EncodedRecords): Promise<void> {
+      if (closed) throw new Error('the Kafka sink is closed')
+      if (records.length === 0) return
+      const batch = new TopicBatch()
+      eachEncodedRecord(records, batch.add)
+      await batch.send(await connected(), acks)
     },
     async close(): Promise<void> {
       closed = true
@@ -78,5 +78,26 @@ export function kafkaSink(options: KafkaSinkOptions): OutputSink {
       producer = undefined
       await p?.then((x) => x.disconnect(), () => undefined)
     },
+  }
+}
+
+/** One send's messages: one request, topics in first-seen order, each topic's records in outbox order. */
+class TopicBatch {
+  readonly #byTopic = new Map<string, Message[]>()
+
+  // A field: handed to eachEncodedRecord() as it is.
+  readonly add = (topic: string, partition: number, key: Buffer | null, value: Buffer | null, headers: Readonly<Record<string, Buffer>>): void => {
+    let messages = this.#byTopic.get(topic)
+    if (messages === undefined) this.#byTopic.set(topic, messages = [])
+    // The record's headers object as it is (kafkajs only reads it), and
+    // one object per message: no copy and no spread per record, which a
+    // plain producer sending ready messages does not pay either.
+    const message: Message = { key, value, headers: headers as Message['headers'] }
+    if (partition >= 0) message.partition = partition
+    messages.push(message)
+  }
+
+  send(producer: Producer, acks: -1 | 1): Promise<unknown> {
+    return producer.sendBatch({ acks, topicMessages: [...this.#byTopic].map(([topic, messages]) => ({ topic, messages })) })
   }
 }
