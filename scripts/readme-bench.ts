@@ -76,6 +76,24 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
   ],
   // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
   growth: [],
+  // With warm-up on: the sticky minimum moves, nothing else reopened, the new owner downloads little at the move.
+  scaleout: [
+    { field: 'moved', per: 'movedMinimum', op: '<=', bound: 1, issue: 28 },
+    { field: 'stayedReopened', op: '<=', bound: 0, issue: 28 },
+    { field: 'bytesDownloadedAtMove', per: 'movedStateBytes', op: '<=', bound: 0.1, issue: 28 },
+    { field: 'tidemarkGapMsMax', op: '<=', bound: 1000, issue: 28 },
+    { field: 'tidemarkGapMsMaxLarge', per: 'tidemarkGapMsMax', op: '<=', bound: 1.5, issue: 28 },
+  ],
+  failover: [
+    { field: 'tidemarkGapMsMax', op: '<=', bound: 1500, issue: 28 },
+    { field: 'waitedForDeadMs', op: '<=', bound: 0, issue: 28 },
+    { field: 'moved', per: 'movedMinimum', op: '<=', bound: 1, issue: 28 },
+  ],
+  rolling: [
+    { field: 'partitionsHome', per: 'partitions', op: '>=', bound: 1, issue: 28 },
+    { field: 'bytesDownloaded', per: 'stateBytes', op: '<=', bound: 0.1, issue: 28 },
+    { field: 'partitionSecondsLost', per: 'roundRobinPartitionSecondsLost', op: '<=', bound: 0.1, issue: 28 },
+  ],
 }
 
 /**
@@ -237,6 +255,36 @@ const ROWS: readonly Row[] = [
       phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
       phrase(f, ['renewalPutsPerMinutePerProcess1', 'renewalPutsPerMinutePerProcess100', 'renewalPutsPerMinutePerProcess100PerClaim'], (a, b, c) => `renewal PUTs a minute per process by a member lease: ${a} for 1 partition, ${b} for 100 (${c} for 100 with a lease per claim)`),
+    ]),
+  },
+  {
+    name: 'scaleout',
+    what: 'a fourth member joins three that run 12 partitions of 24 MiB (and 4 of 512 MiB), warm-up on, Kafka mock, file-system snapshots',
+    figures: (f) => clauses([
+      phrase(f, ['moved', 'movedMinimum', 'stayedReopened'], (m, n, r) => `${m} moved (minimum ${n}), ${r} others reopened`),
+      phrase(f, ['bytesDownloadedAtMove', 'movedStateBytes'], (a, b) => `${int(a)} bytes downloaded at the move of ${int(b)} bytes of state`),
+      phrase(f, ['tidemarkGapMsMax', 'claimWaitMsMax', 'restoreMsMax'], (g, c, r) => `assignment to first commit ≤ ${int(g)} ms (release wait ${int(c)}, restore ${int(r)})`),
+      phrase(f, ['tidemarkGapMsMaxLarge'], (x) => `${int(x)} ms with 512 MiB partitions`),
+      phrase(f, ['groupGapMsMax', 'partitionSecondsLost'], (g, l) => `with the group's rounds ${int(g)} ms, ${l} partition-seconds without progress`),
+    ]),
+  },
+  {
+    name: 'failover',
+    what: 'SIGKILL of one of 4 members running 12 partitions of 24 MiB, with one standby per partition (and without), Kafka mock, file-system snapshots',
+    figures: (f) => clauses([
+      phrase(f, ['tidemarkGapMsMax', 'waitedForDeadMs'], (g, w) => `assignment to first commit ≤ ${int(g)} ms, ${int(w)} ms waited for the dead`),
+      phrase(f, ['moved', 'movedMinimum', 'bytesDownloaded'], (m, n, b) => `${m} moved (minimum ${n}), ${int(b)} bytes downloaded`),
+      phrase(f, ['detectMsMax'], (x) => `kill to assignment ${int(x)} ms (the group's session timeout)`),
+    ]),
+  },
+  {
+    name: 'rolling',
+    what: "3 members restarted one after another with their state dirs: `close({ leaveGroup: false })` and the state-aware assignor vs kafkajs's round-robin assignor and a plain close",
+    figures: (f) => clauses([
+      phrase(f, ['partitionsHome', 'partitions'], (h, n) => `${h} of ${n} partitions home`),
+      phrase(f, ['bytesDownloaded', 'stateBytes'], (b, s) => `${int(b)} bytes downloaded of ${int(s)} bytes of state`),
+      phrase(f, ['partitionSecondsLost', 'roundRobinPartitionSecondsLost'], (a, b) => `Tidemark's part ${a} partition-seconds vs ${b} with round-robin`),
+      phrase(f, ['groupPartitionSecondsLost', 'roundRobinGroupPartitionSecondsLost'], (a, b) => `with the group's rounds ${a} vs ${b}`),
     ]),
   },
   {

@@ -1,0 +1,108 @@
+/**
+ * Rolling restart of a 3-member StatefulConsumer job with the members' state
+ * directories: each member in turn closes and starts again. librdkafka's
+ * mock, file-system snapshots.
+ *
+ *   npm run bench -- rolling [--partitions 12] [--size-mb 24] [--rounds 1]
+ *
+ * Tidemark's way: close({ leaveGroup: false }) and the state-aware
+ * assignor, so the restarted member's join starts the one rebalance and its
+ * partitions come back to its stores. The baseline, in the same run: what
+ * kafkajs's round-robin assignor and a plain close() do (the restart leaves
+ * and joins again, and partitions move away and back). Fields:
+ * - partitions, partitionsHome: partitions that end on the member they
+ *   started on;
+ * - bytesDownloaded: restored from the snapshot store during the restarts;
+ *   stateBytes: the job's stores;
+ * - partitionSecondsLost: Tidemark's part, summed over every assignment
+ *   and partition in it: from the assignment to the partition's next commit
+ *   at that member, or to that member's next assignment (then the group
+ *   had started another round: its part). roundRobinPartitionSecondsLost:
+ *   the same for the baseline. groupPartitionSecondsLost (and
+ *   roundRobinGroupPartitionSecondsLost): every gap between a partition's
+ *   commits beyond 1 s, the group's part included.
+ */
+import { join } from 'node:path'
+import { saveFigures } from './_figures.js'
+import { GroupBench, now, partitionSecondsLost, type GroupEvent } from './_group.js'
+import { emit, intFlags, loadAvg, round } from './_util.js'
+
+interface Outcome {
+  partitions: number
+  partitionsHome: number
+  bytesDownloaded: number
+  stateBytes: number
+  partitionSecondsLost: number
+  groupPartitionSecondsLost: number
+}
+
+/** Tidemark's part: each (assignment, partition) until the partition's next commit there, or the member's next assignment. */
+export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number): number {
+  let lost = 0
+  for (const [i, a] of events.entries()) {
+    if (a.t !== 'assignment' || a.at < from) continue
+    const nextRound = events.slice(i + 1).find((e) => e.t === 'assignment' && e.member === a.member)?.at ?? Infinity
+    for (const p of a.partitions) {
+      const commit = events.slice(i + 1).find((e) => e.t === 'commit' && e.member === a.member && e.partition === p)?.at ?? Infinity
+      const until = Math.min(commit, nextRound)
+      if (until !== Infinity) lost += until - a.at
+    }
+  }
+  return lost / 1000
+}
+
+async function rolling(partitions: number, sizeMb: number, baseline: boolean): Promise<Outcome> {
+  const bench = await GroupBench.create('rolling', partitions)
+  try {
+    const { stateBytes } = await bench.load(sizeMb)
+    bench.startTrickle()
+    const names = ['a', 'b', 'c']
+    const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), snapshotEveryMs: 2000, roundRobin: baseline })
+    for (const name of names) await bench.member(spec(name))
+    await bench.settled('three members to run every partition')
+    const home = bench.owners()
+    const from = now()
+    for (const name of names) {
+      bench.log(`restarting ${name}`)
+      await bench.members.get(name)!.close(baseline)
+      bench.members.delete(name)
+      await bench.member(spec(name))
+      await bench.settled(`every partition after ${name}'s restart`)
+    }
+    const end = now()
+    const after = bench.owners()
+    const since = bench.events.filter((e) => e.at >= from)
+    return {
+      partitions,
+      partitionsHome: bench.partitions.filter((p) => after.get(p) === home.get(p)).length,
+      bytesDownloaded: since.reduce((sum, e) => sum + (e.t === 'started' ? e.bytesDownloaded : 0), 0),
+      stateBytes,
+      partitionSecondsLost: round(tidemarkSecondsLost(bench.events, from), 2),
+      groupPartitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, from, end), 2),
+    }
+  } finally {
+    await bench.stop()
+  }
+}
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { partitions: 12, 'size-mb': 24, rounds: 1 })
+  const loadAvgAtStart = loadAvg()
+  for (let r = 0; r < opts.rounds; r++) {
+    const ours = await rolling(opts.partitions, opts['size-mb'], false)
+    const roundRobin = await rolling(opts.partitions, opts['size-mb'], true)
+    const result = {
+      bench: 'rolling',
+      sizeMb: opts['size-mb'],
+      ...ours,
+      roundRobinPartitionSecondsLost: roundRobin.partitionSecondsLost,
+      roundRobinGroupPartitionSecondsLost: roundRobin.groupPartitionSecondsLost,
+      roundRobinPartitionsHome: roundRobin.partitionsHome,
+      roundRobinBytesDownloaded: roundRobin.bytesDownloaded,
+      loadAvgAtStart,
+      loadAvgAtEnd: loadAvg(),
+    }
+    emit(result)
+    saveFigures('rolling', args, result)
+  }
+}
