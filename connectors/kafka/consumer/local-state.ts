@@ -14,6 +14,9 @@ import { partitionKey, type TopicPartition } from './partition-task.js'
  * new partitions no member owned before (their claims are taken at once).
  */
 /** The consumer options that local state reads. */
+/** How many standby sync intervals a warm copy waits for the member's other warm-ups before it asks for its move alone. */
+const WARM_BATCH_WAITS = 10
+
 type LocalStateOptions = Pick<ResolvedConsumerOptions<unknown>, 'job' | 'stateDir' | 'topics' | 'logger' | 'snapshots' | 'standby' | 'handoff' | 'warmup'>
 
 interface Follower {
@@ -37,6 +40,8 @@ export class LocalState {
   #warmTimer: NodeJS.Timeout | undefined
   /** Whether onWarm was called for the current assignment. */
   #warmReported = false
+  /** When the first of the current warm-ups was seen warm (Date.now()). */
+  #firstWarmAt: number | undefined
   /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
   readonly #handover = new Map<string, SnapshotFollower>()
 
@@ -130,6 +135,7 @@ export class LocalState {
     this.#generation = info?.generation ?? this.#generation
     this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
     this.#warmReported = false
+    this.#firstWarmAt = undefined
     if (o.snapshots === undefined) return
     const wanted = new Map((info?.standbys ?? []).map((tp) => [partitionKey(tp), { tp, warmup: false }]))
     for (const tp of info?.warmups ?? []) wanted.set(partitionKey(tp), { tp, warmup: true })
@@ -180,21 +186,34 @@ export class LocalState {
     }
   }
 
-  /** Calls onWarm once per assignment when a warm-up's copy is within the lag bounds that the assignor applies to what advertise() says. */
+  /**
+   * Calls onWarm once per assignment when this member's warm-ups' copies are
+   * within the lag bounds that the assignor applies to what advertise()
+   * says: when all are, or WARM_BATCH_WAITS sync intervals after the first
+   * one was. Each rebalance pauses every partition of the group, so the
+   * moves go together in one where they can, and a copy that cannot get
+   * warm does not hold the others back for long.
+   */
   #checkWarm(): void {
     const bounds = this.#o.warmup
     if (bounds === undefined || this.#warmReported) return
+    let warm = 0
+    let total = 0
     for (const { follower, warmup } of this.#standbys.values()) {
       if (!warmup) continue
+      total++
       const status = follower.status()
-      const warm = status.snapshot === undefined
+      const isWarm = status.snapshot === undefined
         ? nothingToFollow(status)
         : (bounds.maxLagSnapshots === undefined || status.snapshotsBehind <= bounds.maxLagSnapshots) && (bounds.maxLagBytes === undefined || status.bytesBehind <= bounds.maxLagBytes)
-      if (!warm) continue
-      this.#warmReported = true
-      this.#onWarm()
-      return
+      if (isWarm) warm++
     }
+    if (warm === 0) return
+    const now = Date.now()
+    this.#firstWarmAt ??= now
+    if (warm < total && now - this.#firstWarmAt < WARM_BATCH_WAITS * this.#o.standby.intervalMs) return
+    this.#warmReported = true
+    this.#onWarm()
   }
 
   /** How a new task of `tp` takes its claim and restores: at once when its owner left; from the standby copy when there is one. */

@@ -15,18 +15,26 @@
  * 2. A close that does not leave the group (the closest kafkajs comes to
  *    KIP-345's static membership): leave() does nothing for such a member,
  *    so the group keeps it, and its partitions, until its session times
- *    out, and a restart that joins before then starts the only rebalance.
+ *    out; and the restart joins under the same member id (joinAndSync
+ *    starts with the id that the consumer's assigner hands it, once), so
+ *    the group sees the member come back instead of a new one joining
+ *    while the old one still counts. A coordinator that no longer knows the
+ *    id answers UNKNOWN_MEMBER_ID, and kafkajs joins again without it.
  */
 import { kafkajs224 } from '../kafkajs-fixes.js'
 
 interface ConsumerGroup {
   groupId: string
   memberId: string | null
+  assigners: ReadonlyArray<{ [RESUME_MEMBER]?: () => string | undefined }>
   heartbeat(options: { interval: number }): Promise<void>
   leave(): Promise<void>
+  joinAndSync(): Promise<void>
 }
 
 const WRAPPED = Symbol.for('tidemark.rejoin')
+/** On an assigner object that kafkajs made from a StatefulConsumer's factory: the member id to join under, once. */
+export const RESUME_MEMBER = Symbol.for('tidemark.resume-member')
 /** Rejoins asked for and not begun yet, as `groupId\0memberId`. */
 const requested = new Set<string>()
 /** Members whose next leave() does nothing, as `groupId\0memberId`. */
@@ -34,9 +42,9 @@ const staying = new Set<string>()
 
 function wrap(): boolean {
   const proto = kafkajs224<{ prototype: Partial<ConsumerGroup> & { [WRAPPED]?: true } }>('kafkajs/src/consumer/consumerGroup.js')?.prototype
-  if (proto === undefined || typeof proto.heartbeat !== 'function' || typeof proto.leave !== 'function') return false
+  if (proto === undefined || typeof proto.heartbeat !== 'function' || typeof proto.leave !== 'function' || typeof proto.joinAndSync !== 'function') return false
   if (proto[WRAPPED] === true) return true
-  const { heartbeat, leave } = proto
+  const { heartbeat, leave, joinAndSync } = proto
   proto.heartbeat = function heartbeatOrRejoin(this: ConsumerGroup, options: { interval: number }): Promise<void> {
     if (requested.size > 0 && requested.delete(`${this.groupId}\0${this.memberId}`)) {
       // What kafkajs's isRebalancing() looks for: the runner answers it with a rejoin.
@@ -47,6 +55,18 @@ function wrap(): boolean {
   proto.leave = function leaveUnlessStaying(this: ConsumerGroup): Promise<void> {
     if (staying.size > 0 && staying.delete(`${this.groupId}\0${this.memberId}`)) return Promise.resolve()
     return leave.call(this)
+  }
+  proto.joinAndSync = function joinAndSyncAsBefore(this: ConsumerGroup): Promise<void> {
+    if (this.memberId === null || this.memberId === undefined) {
+      for (const assigner of this.assigners ?? []) {
+        const id = assigner[RESUME_MEMBER]?.()
+        if (id !== undefined) {
+          this.memberId = id
+          break
+        }
+      }
+    }
+    return joinAndSync.call(this)
   }
   proto[WRAPPED] = true
   return true

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events'
-import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type Producer } from 'kafkajs'
+import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type PartitionAssigner, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { describe } from '../../../src/describe.js'
@@ -13,7 +13,8 @@ import type { SnapshotFollowerEvent } from '../../../src/snapshot/follow.js'
 import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
-import { cancelRejoin, requestRejoin, stayInGroup } from './membership.js'
+import { cancelRejoin, requestRejoin, RESUME_MEMBER, stayInGroup } from './membership.js'
+import { keepMemberId, takeMemberId } from './member-id.js'
 import type { OutputsEvent } from '../../../src/outputs/types.js'
 import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
 import { observeConsumerEvent } from './observe.js'
@@ -122,6 +123,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #crashes = 0
   /** Local copies, standbys and what the assignor is told of them. */
   readonly #local: LocalState
+  /** The member id that a close({ leaveGroup: false }) left in stateDir: the first join goes under it. */
+  #resumeMemberId: string | undefined
 
   constructor(options: StatefulConsumerOptions<V>) {
     super()
@@ -145,7 +148,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       allowAutoTopicCreation: true,
       maxWaitTimeInMs: CONSUMER_DEFAULTS.maxWaitTimeInMs,
       ...o.consumer,
-      partitionAssigners: [...(o.partitionAssigners ?? [stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys, warmup: o.warmup })])],
+      partitionAssigners: [...(o.partitionAssigners ?? [this.#defaultAssigner()])],
     })
     this.#admin = this.#kafka.admin()
     const services = this.#services()
@@ -187,6 +190,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     })
     try {
       await this.#local.findOnDisk()
+      this.#resumeMemberId = await takeMemberId(this.options.stateDir, this.options.groupId)
       await this.#admin.connect()
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
@@ -225,6 +229,19 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }, 500 * this.#crashes)
     timer.unref()
     return true
+  }
+
+  /** The state-aware assignor, which also hands kafkajs the member id of a restart after close({ leaveGroup: false }), once. */
+  #defaultAssigner(): PartitionAssigner {
+    const o = this.options
+    const assigner = stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys, warmup: o.warmup })
+    return (context) => Object.assign(assigner(context), {
+      [RESUME_MEMBER]: () => {
+        const id = this.#resumeMemberId
+        this.#resumeMemberId = undefined
+        return id
+      },
+    })
   }
 
   /** A warm-up's copy is warm: the rebalance that moves its partition here. */
@@ -306,7 +323,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     const memberId = this.#memberId
     if (memberId !== undefined) {
       cancelRejoin(this.options.groupId, memberId)
-      if (!leaveGroup) stayInGroup(this.options.groupId, memberId)
+      if (!leaveGroup && stayInGroup(this.options.groupId, memberId)) await keepMemberId(this.options.stateDir, this.options.groupId, memberId, this.options.logger)
     }
     await this.#consumer.disconnect().catch(() => undefined)
     await this.#assignments.drained()

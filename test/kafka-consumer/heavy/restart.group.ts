@@ -2,7 +2,7 @@
 // member closes without leaving the group, so nothing moves while it is
 // away, and the process started again with the same stateDir gets its
 // partitions back from its local stores, ahead of their standbys, in the
-// one rebalance its join starts.
+// one rebalance its join starts, under the member id it had.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
@@ -43,6 +43,7 @@ describe('StatefulConsumer: a restart that stays in the group', () => {
     aAssigned.length = 0
 
     // B closes without leaving; A goes on processing its own partitions, without a rebalance in between.
+    const bMemberId = b.memberId
     const closed = await b.close({ leaveGroup: false })
     expect(closed.partitions.map((p) => p.partition).sort()).toEqual(bPartitions)
     const during = await produceWords(producer, topic, PARTITIONS, 50, 50, 1)
@@ -56,6 +57,8 @@ describe('StatefulConsumer: a restart that stays in the group', () => {
     const starts: PartitionStarted[] = await back
     expect(starts.map((s) => s.partition).sort()).toEqual(bPartitions)
     for (const s of starts) expect(s).toMatchObject({ source: 'local', bytesDownloaded: 0, claimWaitMs: 0 })
+    // It came back as the member it was: the group did not count a new member beside the old one.
+    expect(b2.memberId).toBe(bMemberId)
     // A was never given B's partitions.
     for (const assignment of aAssigned) expect(assignment.filter((p) => bPartitions.includes(p))).toEqual([])
 
