@@ -89,6 +89,8 @@ export function memberConsumer(shared: SharedSpec, spec: MemberSpec, store: Snap
     handler: (tx, record) => { if (record.value !== null) tx.value(kv).put(record.key ?? String(record.offset), record.value) },
     snapshots: { store, schedule: { intervalMs: spec.snapshotEveryMs ?? 0, everyEvents: 0, everyBytes: 0 } },
     consumer: GROUP_TIMING,
+    // A partition a few seconds past its last scheduled snapshot is released at once, and its next owner replays those seconds.
+    handoff: { minEvents: 1000 },
     standbys: spec.standbys ?? 0,
     standby: { intervalMs: 500 },
     ...(spec.warmup === undefined ? {} : { warmup: spec.warmup }),

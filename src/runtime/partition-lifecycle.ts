@@ -442,9 +442,14 @@ export class PartitionLifecycle {
    * A hand-off snapshot within `timeoutMs` (it goes on in the background
    * past it; the shutdown waits for it). `lost` when another owner holds
    * the claim: its snapshots fence ours, and it replays from its own.
+   * `skipped` (the events committed since the last snapshot) when fewer
+   * than `minEvents` were and a snapshot of this owner committed: the next
+   * owner replays them instead.
    */
-  async handoff(timeoutMs: number): Promise<{ snapshot: SnapshotResult } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
+  async handoff(timeoutMs: number, minEvents = 0): Promise<{ snapshot: SnapshotResult } | { skipped: number } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
     if (this.#scheduler === undefined) return { failed: 'failed' }
+    const pending = this.#scheduler.pending.events
+    if (pending < minEvents && this.#snapshotter?.lastCommitted !== undefined && !this.#scheduler.inFlight) return { skipped: pending }
     const lost = this.#keeper?.lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
     if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
     this.#lastSnapshotError = undefined

@@ -91,6 +91,16 @@ export interface StatefulConsumerOptions<V = unknown> {
      * waits this long. Default 10000.
      */
     waitMs?: number
+    /**
+     * A hand-off snapshot only when at least this many events were
+     * committed since the partition's last snapshot; below that the
+     * partition is handed off without one (its claim is released at once)
+     * and the next owner restores the last snapshot and replays those
+     * events from the log, which is quicker than a snapshot's round trip
+     * when they are few (and its standby or warm-up copy already holds that
+     * snapshot). Default 0: always a hand-off snapshot.
+     */
+    minEvents?: number
   }
   /**
    * Where a partition without state starts (no local store, no snapshot):
@@ -208,7 +218,7 @@ export interface ResolvedConsumerOptions<V> {
   readonly batchSize: number
   readonly concurrency: number
   readonly snapshots: ConsumerSnapshotSettings | undefined
-  readonly handoff: { readonly snapshot: boolean; readonly timeoutMs: number; readonly waitMs: number }
+  readonly handoff: { readonly snapshot: boolean; readonly timeoutMs: number; readonly waitMs: number; readonly minEvents: number }
   readonly startFrom: 'earliest' | 'latest'
   readonly onTruncated: 'fail' | 'reset-to-earliest'
   readonly onDecodeError: DecodeErrorPolicy
@@ -265,6 +275,8 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   if (handoffSnapshot && options.snapshots === undefined) throw new TypeError('options.handoff.snapshot needs options.snapshots (where would the snapshot go?)')
   const timeoutMs = integer(handoff.timeoutMs ?? CONSUMER_DEFAULTS.handoffTimeoutMs, 'options.handoff.timeoutMs', 0, 2 ** 31 - 1)
   const waitMs = integer(handoff.waitMs ?? CONSUMER_DEFAULTS.handoffWaitMs, 'options.handoff.waitMs', 0, 2 ** 31 - 1)
+  const minEvents = integer(handoff.minEvents ?? 0, 'options.handoff.minEvents', 0, Number.MAX_SAFE_INTEGER)
+  for (const key of Object.keys(handoff)) if (!['snapshot', 'timeoutMs', 'waitMs', 'minEvents'].includes(key)) throw new TypeError(`options.handoff.${key} is not an option of hand-offs`)
   const startFrom = options.startFrom ?? CONSUMER_DEFAULTS.startFrom
   if (startFrom !== 'earliest' && startFrom !== 'latest') throw new TypeError(`options.startFrom must be 'earliest' or 'latest', got ${describe(startFrom)}`)
   const onTruncated = options.onTruncated ?? CONSUMER_DEFAULTS.onTruncated
@@ -309,7 +321,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     batchSize,
     concurrency,
     snapshots: options.snapshots,
-    handoff: Object.freeze({ snapshot: handoffSnapshot, timeoutMs, waitMs }),
+    handoff: Object.freeze({ snapshot: handoffSnapshot, timeoutMs, waitMs, minEvents }),
     startFrom,
     onTruncated,
     onDecodeError,

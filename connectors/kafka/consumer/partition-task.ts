@@ -387,11 +387,13 @@ export class PartitionTask<V> {
     }
     if (this.#state === 'running' && options.handoff && this.#o.snapshots !== undefined) {
       this.#state = 'closing'
-      const outcome = await this.#life.handoff(this.#o.handoff.timeoutMs)
+      const outcome = await this.#life.handoff(this.#o.handoff.timeoutMs, this.#o.handoff.minEvents)
       this.#phase('handoff-snapshot')
       result.handoffMs = performance.now() - t0
       if ('snapshot' in outcome) {
         result.handoff = outcome.snapshot
+      } else if ('skipped' in outcome) {
+        result.handoffSkipped = { eventsSinceSnapshot: outcome.skipped }
       } else {
         result.handoffFailed = outcome.failed
         if (outcome.error !== undefined) result.handoffError = asHandoffError(outcome.error, this)

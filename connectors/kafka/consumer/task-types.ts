@@ -57,6 +57,8 @@ export interface PartitionClosed extends TopicPartition {
   handoffFailed?: 'timeout' | 'failed' | 'lost'
   /** Why the hand-off failed or was not taken ('failed' and 'lost'). */
   handoffError?: TidemarkError
+  /** No hand-off snapshot: fewer than handoff.minEvents events were committed since the last snapshot (this many); the next owner replays them. */
+  handoffSkipped?: { eventsSinceSnapshot: number }
   handoffMs: number
 }
 
