@@ -1,3 +1,4 @@
+import { checkIntegerOption } from '../../src/util/index.js'
 import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT } from '../../src/dfs/transfer-limiter.js'
 
 export interface S3Credentials {
@@ -122,26 +123,21 @@ export function resolveS3Options(input: S3SnapshotStoreOptions): ResolvedS3Optio
     if (credentials.sessionToken !== undefined && typeof credentials.sessionToken !== 'string') throw new TypeError('credentials.sessionToken must be a string')
   }
 
-  integer(options, 'maxAttempts', 1, 100)
-  integer(options, 'retryBaseDelayMs', 0, 60_000)
-  integer(options, 'retryMaxDelayMs', options.retryBaseDelayMs, 600_000)
+  checkIntegerOption(options.maxAttempts, 'maxAttempts', 1, 100)
+  checkIntegerOption(options.retryBaseDelayMs, 'retryBaseDelayMs', 0, 60_000)
+  checkIntegerOption(options.retryMaxDelayMs, 'retryMaxDelayMs', options.retryBaseDelayMs, 600_000)
   // S3 rejects parts under 5 MiB (except the last) and over 5 GiB.
-  integer(options, 'partSize', 5 * MiB, 5 * 1024 * MiB)
-  integer(options, 'uploadConcurrency', 1, 64)
+  checkIntegerOption(options.partSize, 'partSize', 5 * MiB, 5 * 1024 * MiB)
+  checkIntegerOption(options.uploadConcurrency, 'uploadConcurrency', 1, 64)
   checkTransferLimit(options.maxConcurrentUploads, 'maxConcurrentUploads')
   checkTransferLimit(options.maxConcurrentDownloads, 'maxConcurrentDownloads')
-  integer(options, 'listPageSize', 1, 1000)
-  integer(options, 'connectTimeoutMs', 1, 600_000)
-  integer(options, 'idleTimeoutMs', 1, 3_600_000)
+  checkIntegerOption(options.listPageSize, 'listPageSize', 1, 1000)
+  checkIntegerOption(options.connectTimeoutMs, 'connectTimeoutMs', 1, 600_000)
+  checkIntegerOption(options.idleTimeoutMs, 'idleTimeoutMs', 1, 3_600_000)
 
   return Object.freeze({ ...options, bucket, prefix: prefix === '' ? '' : `${prefix}/` })
 }
 
-function integer(options: Record<string, unknown>, name: string, min: number, max: number): void {
-  const value = options[name]
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
-  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
-}
 
 function withoutUndefined<T extends object>(input: T): Partial<T> {
   return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined)) as Partial<T>

@@ -6,6 +6,7 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { TidemarkError, type ErrorCode } from '../errors.js'
+import { fsyncDir } from '../util/index.js'
 import {
   AbstractSnapshotStore,
   RESERVED_SEGMENT_PREFIX,
@@ -507,18 +508,6 @@ function statEtag(info: BigIntStats): string {
   return `s-${info.ino.toString(16)}-${info.size.toString(16)}-${info.mtimeNs.toString(16)}`
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } catch (err) {
-    // Some network and FUSE file systems refuse fsync on a directory; their
-    // rename and link are durable when they return.
-    if ((err as NodeJS.ErrnoException).code !== 'EINVAL' && (err as NodeJS.ErrnoException).code !== 'ENOTSUP') throw err
-  } finally {
-    await handle.close()
-  }
-}
 
 async function isDirectory(path: string): Promise<boolean> {
   return stat(path).then((info) => info.isDirectory(), () => false)

@@ -4,6 +4,7 @@ import { TidemarkError } from '../errors.js'
 import { NotRelayed, RelayClient, RelayServer, relaySupported, type RelayedEntry } from './append-relay.js'
 import { LockFile } from './lock-file.js'
 import { describe } from '../describe.js'
+import { checkIntegerOption, fsyncDir } from '../util/index.js'
 import { AbstractRevisionedLog, type LogEntry } from './revisioned-log.js'
 import {
   RECORD_HEADER_BYTES,
@@ -1070,9 +1071,9 @@ async function io<T>(op: string, where: string, work: () => Promise<T>): Promise
 function validateOptions(options: FileLogOptions): Readonly<Required<FileLogOptions>> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
   const merged = { ...FILE_LOG_DEFAULTS, ...withoutUndefined(options) }
-  integer(merged.segmentBytes, 'segmentBytes', 4096, 2 ** 40)
-  integer(merged.lockTimeoutMs, 'lockTimeoutMs', 0, 2 ** 31)
-  integer(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
+  checkIntegerOption(merged.segmentBytes, 'segmentBytes', 4096, 2 ** 40)
+  checkIntegerOption(merged.lockTimeoutMs, 'lockTimeoutMs', 0, 2 ** 31)
+  checkIntegerOption(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
   if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describe(merged.sync)}`)
   if (typeof merged.readOnly !== 'boolean') throw new TypeError(`readOnly must be a boolean, got ${describe(merged.readOnly)}`)
   if (typeof merged.relay !== 'boolean') throw new TypeError(`relay must be a boolean, got ${describe(merged.relay)}`)
@@ -1083,10 +1084,6 @@ function withoutUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>
 }
 
-function integer(value: unknown, name: string, min: number, max: number): void {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
-}
 
 /** write(2) may write less than asked (interrupted, or a nearly full disk); the rest goes after it. */
 async function writeAll(file: FileHandle, buffer: Buffer, pos: number): Promise<void> {
@@ -1097,14 +1094,6 @@ async function writeAll(file: FileHandle, buffer: Buffer, pos: number): Promise<
   }
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
 
 function corrupt(dir: string, revision: bigint, problem: string, path?: string, position?: number): TidemarkError {
   return new TidemarkError('TIDEMARK_LOG_CORRUPT', `the file log at ${dir} is corrupt at revision ${revision}: ${problem}`, {

@@ -5,7 +5,7 @@ import { extractRun } from './archive.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
 import { planRuns, type ReusableFile } from './restore.js'
-import { fdClose, mapLimit } from './util.js'
+import { fdClose, mapLimit } from '../util/index.js'
 
 export interface PrefetchOptions {
   snapshotStore: SnapshotStore

@@ -13,8 +13,8 @@ import { listManifests, newestFirst, readManifest, type ManifestRef } from './ca
 import { SNAPSHOT_ID, SnapshotLayout } from './layout.js'
 import { fileKind, fileNumber, manifestFromCurrent, parseLevelDbManifest, tableFileName } from './leveldb-files.js'
 import { positionsAtOrAfter, type SnapshotFile, type SnapshotManifest } from './manifest.js'
-import { checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
-import { fdClose, fdOpen, fdSync, mapLimit, sha256File } from './util.js'
+import { checkInt, checkKnown, fdClose, fdOpen, fdSync, fsyncDir, mapLimit, sha256File } from '../util/index.js'
+import { checkBoolean, checkFileList, checkFunction, checkObject, checkSnapshotStore, RESTORE_DEFAULTS, type CheckedFile } from './options.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
 import { callListener } from '../logging/listener.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../metrics/snapshot-metrics.js'
@@ -736,14 +736,3 @@ async function inspectLocal(target: string, useLocal: boolean): Promise<LocalSta
   }
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code !== 'EINVAL' && code !== 'ENOTSUP') throw err
-  } finally {
-    await handle.close()
-  }
-}

@@ -1,7 +1,8 @@
 import { isTidemarkError } from '../errors.js'
 import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
-import { checkFunction, checkInt, checkKnown, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
+import { checkInt, checkKnown } from '../util/index.js'
+import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
 import type { Snapshotter, SnapshotResult } from './snapshotter.js'
 
 export interface SnapshotSchedulerOptions {

@@ -11,11 +11,11 @@ import { collectGarbage, GC_CADENCE_DEFAULTS, type GcListing, type GcResult } fr
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
 import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
 import {
-  checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS, type CheckedFile,
+  checkBoolean, checkFileList, checkFunction, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS, type CheckedFile,
 } from './options.js'
 import { planCompaction, type FullReason } from './policy.js'
 import { FileHashCache } from './file-hashes.js'
-import { mapLimit } from './util.js'
+import { checkInt, checkKnown, mapLimit } from '../util/index.js'
 import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
 import { callListener } from '../logging/listener.js'
 import { snapshotEnded, snapshotStarted } from '../metrics/snapshot-metrics.js'

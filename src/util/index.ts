@@ -1,0 +1,5 @@
+/** General helpers that belong to no one layer. */
+export { checkInt, checkIntegerOption, checkKnown } from './check.js'
+export { mapLimit } from './concurrency.js'
+export { fdClose, fdOpen, fdSync, fsyncDir, sha256File } from './fs.js'
+export { sleep } from './sleep.js'
