@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { constants as fsConstants } from 'node:fs'
-import { copyFile, link, lstat, mkdtemp, open, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
+import { copyFile, link, lstat, mkdtemp, readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
