@@ -1,6 +1,5 @@
 import type { KafkaConfig } from 'kafkajs'
-import { describe } from '../../src/describe.js'
-import { checkIntegerOption } from '../../src/util/index.js'
+import { describe, checkIntegerOption } from '../../src/util/index.js'
 
 export interface KafkaLogOptions {
   /** Bootstrap brokers, `host:port`. */

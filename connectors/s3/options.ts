@@ -1,5 +1,5 @@
 import { checkIntegerOption } from '../../src/util/index.js'
-import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT } from '../../src/dfs/transfer-limiter.js'
+import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT } from '../../src/dfs/index.js'
 
 export interface S3Credentials {
   accessKeyId: string

@@ -1,8 +1,4 @@
-export type { DedupeMode, EmitContext, EncodedRecords, OutboxRecord, OutputRecord, OutputSink, OutputsEvent, OutputsOptions, RecordId, RetryOptions } from './types.js'
-export { formatRecordId, parseRecordId, upstreamKey, RECORD_ID_HEADER } from './id.js'
-export { encodeOutboxRecord, decodeOutboxRecord, outboxRecordCodec, outboxKey } from './record.js'
-export { OUTBOX_STATE, DEDUPE_STATE } from './states.js'
-export { OUTPUTS_DEFAULTS } from './options.js'
-export { readOutbox, readDedupeWatermarks } from './partition-outputs.js'
-export { fileLogSink } from './file-log-sink.js'
-export type { FileLogSinkOptions } from './file-log-sink.js'
+/** The outputs layer's door for the connectors: its public API and what a runtime needs besides. */
+export * from './public.js'
+export { resolveDedupe, resolveOutputs, type ResolvedOutputs } from './options.js'
+export { PartitionOutputs } from './partition-outputs.js'

@@ -1,16 +1,11 @@
 import type { IHeaders, KafkaConfig, PartitionAssigner } from 'kafkajs'
-import type { SnapshotStore } from '../../../src/dfs/snapshot-store.js'
-import { describe } from '../../../src/describe.js'
-import { jsonCodec, type Codec } from '../../../src/store/codec.js'
-import type { PartitionStoreOptions } from '../../../src/store/partition-store.js'
-import type { StateDefinition } from '../../../src/store/state.js'
-import type { Transaction } from '../../../src/store/transaction.js'
-import type { SnapshotSchedulerOptions } from '../../../src/snapshot/scheduler.js'
-import type { SnapshotterOptions } from '../../../src/snapshot/snapshotter.js'
-import { resolveDedupe, resolveOutputs, type ResolvedOutputs } from '../../../src/outputs/options.js'
-import type { DedupeMode, EmitContext, OutputsOptions } from '../../../src/outputs/types.js'
-import { checkLogger, type Logger } from '../../../src/logging/logger.js'
-import { checkClaimStore } from '../../../src/runtime/partition-lifecycle.js'
+import type { SnapshotStore } from '../../../src/dfs/index.js'
+import { describe } from '../../../src/util/index.js'
+import { jsonCodec, type Codec, type PartitionStoreOptions, type StateDefinition, type Transaction } from '../../../src/store/index.js'
+import type { SnapshotSchedulerOptions, SnapshotterOptions } from '../../../src/snapshot/index.js'
+import { resolveDedupe, resolveOutputs, type ResolvedOutputs, type DedupeMode, type EmitContext, type OutputsOptions } from '../../../src/outputs/index.js'
+import { checkLogger, type Logger } from '../../../src/logging/index.js'
+import { checkClaimStore } from '../../../src/runtime/index.js'
 
 /** One Kafka record as the handler sees it. */
 export interface ConsumerRecord<V> {

@@ -1,7 +1,7 @@
 import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
-import type { OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
+import type { OutboxRecord, OutputSink } from '../../../src/outputs/index.js'
 
 export interface KafkaSinkOptions {
   /** Bootstrap brokers of the output cluster, `host:port`. */
