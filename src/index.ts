@@ -14,7 +14,7 @@ export type { OpenSnapshotStoreOptions } from './dfs/open.js'
 export * from './snapshot/index.js'
 export * from './ownership/index.js'
 
-export * from './log/index.js'
+export * from './log/public.js'
 export * from './runtime/public.js'
 export * from './sync/index.js'
 export * from './logging/public.js'

@@ -6,3 +6,5 @@
 export { AbstractSnapshotStore, bodyChunks, compareKeys } from './snapshot-store.js'
 export type { ByteRange, GetOptions, InternalPutOptions, ListOptions, ObjectInfo, PutOptions, PutResult, SnapshotStore, SnapshotStoreCapabilities } from './snapshot-store.js'
 export { checkTransferLimit, DEFAULT_TRANSFER_LIMIT, releaseOnClose, TransferLimiter } from './transfer-limiter.js'
+export { snapshotStoreSchemes } from './schemes.js'
+export type { S3Credentials, S3StoreSettings } from './schemes.js'

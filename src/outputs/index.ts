@@ -2,3 +2,4 @@
 export * from './public.js'
 export { resolveDedupe, resolveOutputs, type ResolvedOutputs } from './options.js'
 export { PartitionOutputs } from './partition-outputs.js'
+export { sinkKinds } from './sink-kinds.js'
