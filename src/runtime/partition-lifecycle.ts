@@ -15,7 +15,7 @@ import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catal
 import { SnapshotLayout } from '../snapshot/layout.js'
 import { prefetchSnapshot, type Prefetch } from '../snapshot/prefetch.js'
 import type { SnapshotFollower } from '../snapshot/follow.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore.js'
+import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter, type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter.js'
 import { errorFields, type Logger } from '../logging/logger.js'

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { validatePosition } from '../store/position.js'
 import type { SnapshotManifest } from './manifest.js'
 import type { CheckedFile } from './options.js'
-import type { ReusableFile, SnapshotSummary } from './restore.js'
+import type { ReusableFile, SnapshotSummary } from './restore/index.js'
 import { sha256File } from '../util/index.js'
 
 const STATE_FORMAT = 'tidemark-follower'

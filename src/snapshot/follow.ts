@@ -13,7 +13,7 @@ import type { SnapshotManifest } from './manifest.js'
 import { checkInt, checkKnown } from '../util/index.js'
 import { checkFunction, checkObject, checkSnapshotStore } from './options.js'
 import { prefetchSnapshot } from './prefetch.js'
-import type { ReusableFile, SnapshotSummary } from './restore.js'
+import type { ReusableFile, SnapshotSummary } from './restore/index.js'
 
 export type { FollowerClock } from './follow-rate.js'
 

@@ -4,7 +4,7 @@ import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { extractRun } from './archive.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
-import { planRuns, type ReusableFile } from './restore.js'
+import { planRuns, type ReusableFile } from './restore/index.js'
 import { fdClose, mapLimit } from '../util/index.js'
 
 export interface PrefetchOptions {

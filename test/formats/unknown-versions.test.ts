@@ -14,7 +14,7 @@ import { checkSame, recordKey, type ReplayRecord } from '../../src/replay/record
 import { listManifests, readManifest } from '../../src/snapshot/catalog.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
 import { parseManifest } from '../../src/snapshot/manifest.js'
-import { restoreSnapshot } from '../../src/snapshot/restore.js'
+import { restoreSnapshot } from '../../src/snapshot/restore/index.js'
 import { readMarker, STORE_MARKER } from '../../src/store/store-dir.js'
 import { decodeCompactPoint } from '../../src/sync/compact-point.js'
 import { decodeEntry } from '../../src/sync/entry.js'
