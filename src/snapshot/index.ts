@@ -1,5 +1,5 @@
 export { Snapshotter } from './snapshotter.js'
-export type { SnapshotterOptions, SnapshotterEvent, SnapshotResult, SnapshotFileResult, TakeSnapshotOptions } from './snapshotter.js'
+export type { SnapshotterOptions, SnapshotterEvent, SnapshotResult, SnapshotFileResult, TakeSnapshotOptions } from './snapshotter-types.js'
 export { restoreSnapshot } from './restore/index.js'
 export type { RestoreOptions, RestoreResult, RestoreProgress, RestoreEvent, SkippedSnapshot, SnapshotSummary } from './restore/index.js'
 export { SnapshotScheduler } from './scheduler.js'
