@@ -1,6 +1,8 @@
 import { defineConfig } from 'vitest/config'
+import { packageEntries } from './vitest.alias.js'
 
 export default defineConfig({
+  resolve: { alias: packageEntries },
   test: {
     include: ['test/**/*.test.ts'],
     // Starts radosgw and a Kafka mock (or uses TIDEMARK_S3_ENDPOINT /

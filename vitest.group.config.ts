@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config'
+import { packageEntries } from './vitest.alias.js'
 
 // `npm run test:group`: the consumer-group suite that is too slow for
 // `npm test` (stalled members past the session timeout, rebalances with
 // several worker processes). Its files end in .group.ts.
 export default defineConfig({
+  resolve: { alias: packageEntries },
   test: {
     include: ['test/**/heavy/**/*.group.ts'],
     globalSetup: ['test/setup/services.ts'],

@@ -1,10 +1,12 @@
 import { defineConfig } from 'vitest/config'
+import { packageEntries } from './vitest.alias.js'
 
 // `npm run test:torture`: the kill, fault, corruption and disk-full suite of
 // issue 10. Not part of `npm test` (its files end in .torture.ts); CI runs it
 // with TORTURE_SCALE=ci. Prints one JSON line of figures at the end
 // (test/torture/figures-setup.ts).
 export default defineConfig({
+  resolve: { alias: packageEntries },
   test: {
     include: ['test/torture/**/*.torture.ts'],
     globalSetup: ['test/setup/services.ts', 'test/torture/figures-setup.ts'],

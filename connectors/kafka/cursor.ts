@@ -1,6 +1,6 @@
 import { AssignerProtocol, type Consumer, type EachBatchPayload, type IHeaders, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs'
 import { TidemarkError, isTidemarkError } from '../../src/errors.js'
-import type { LogEntry } from '../../src/log/revisioned-log.js'
+import type { LogEntry } from '../../src/log/index.js'
 import { Judge, type RecordMeta } from './judge.js'
 import type { ResolvedKafkaLogOptions } from './options.js'
 

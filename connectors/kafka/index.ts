@@ -3,6 +3,11 @@
 // @types/node into an app's program even when its tsconfig lists no "types"
 // (TypeScript 7's default).
 /// <reference types="node" preserve="true" />
+import { logKinds } from '../../src/log/index.js'
+import { sinkKinds } from '../../src/outputs/index.js'
+import { openKafkaLog } from './kafka-log.js'
+import { kafkaSink } from './outputs/index.js'
+
 export { KafkaLog, openKafkaLog } from './kafka-log.js'
 export { KAFKA_LOG_DEFAULTS } from './options.js'
 export type { KafkaLogOptions } from './options.js'
@@ -14,3 +19,9 @@ export type {
   TopicPartition, PartitionStarted, PartitionClosed, PartitionCounts, PartitionStatus, CloseResult, CloseOptions,
   StateAwareAssignerOptions, WarmupOptions, AssignmentInput, AssignmentMember, ComputedAssignment, MemberPlan, Move, MemberState, LocalCopy, CopyLag, AssignmentInfo,
 } from './consumer/index.js'
+
+// `tidemark replay --brokers` and `--output-brokers` open their log and sink
+// through these registrations (src/log/kinds.ts, src/outputs/sink-kinds.ts),
+// made when this entry point is first imported.
+logKinds.register('kafka', (address) => openKafkaLog(address))
+sinkKinds.register('kafka', (options) => kafkaSink(options))

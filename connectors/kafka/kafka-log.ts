@@ -3,7 +3,7 @@ import { Kafka, Partitioners, logLevel, type Admin, type IHeaders, type Producer
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import './kafkajs-fixes.js'
 import { TidemarkError } from '../../src/errors.js'
-import { AbstractRevisionedLog, type LogEntry } from '../../src/log/revisioned-log.js'
+import { AbstractRevisionedLog, type LogEntry } from '../../src/log/index.js'
 import { HEADER_BASIS, HEADER_SEQ, HEADER_WRITER, PartitionCursor } from './cursor.js'
 import { validateKafkaLogOptions, type KafkaLogOptions, type ResolvedKafkaLogOptions } from './options.js'
 

@@ -1,5 +1,5 @@
 import type { KafkaConfig } from 'kafkajs'
-import { describe } from '../../src/describe.js'
+import { describe, checkIntegerOption } from '../../src/util/index.js'
 
 export interface KafkaLogOptions {
   /** Bootstrap brokers, `host:port`. */
@@ -50,16 +50,12 @@ export function validateKafkaLogOptions(options: KafkaLogOptions): ResolvedKafka
     throw new TypeError(`topic must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${describe(topic)}`)
   }
   if (typeof merged.clientId !== 'string' || merged.clientId === '') throw new TypeError(`clientId must be a non-empty string, got ${describe(merged.clientId)}`)
-  integer(merged.partition, 'partition', 0, 2 ** 31 - 1)
-  integer(merged.dedupeWindow, 'dedupeWindow', 1, 10_000_000)
-  integer(merged.fetchWaitMs, 'fetchWaitMs', 1, 60_000)
-  integer(merged.readTimeoutMs, 'readTimeoutMs', 1, 2 ** 31 - 1)
-  integer(merged.cacheBytes, 'cacheBytes', 1024, 2 ** 40)
+  checkIntegerOption(merged.partition, 'partition', 0, 2 ** 31 - 1)
+  checkIntegerOption(merged.dedupeWindow, 'dedupeWindow', 1, 10_000_000)
+  checkIntegerOption(merged.fetchWaitMs, 'fetchWaitMs', 1, 60_000)
+  checkIntegerOption(merged.readTimeoutMs, 'readTimeoutMs', 1, 2 ** 31 - 1)
+  checkIntegerOption(merged.cacheBytes, 'cacheBytes', 1024, 2 ** 40)
   if (typeof merged.kafka !== 'object' || merged.kafka === null) throw new TypeError(`kafka must be an object of kafkajs options, got ${describe(merged.kafka)}`)
   return Object.freeze({ ...merged, brokers: Object.freeze([...brokers]) as string[], kafka: Object.freeze({ ...merged.kafka }) })
 }
 
-function integer(value: unknown, name: string, min: number, max: number): void {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
-}

@@ -1,10 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
-import {
-  METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage,
-  type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage,
-} from '../../src/metrics/channels.js'
-import { describe } from '../../src/describe.js'
+import { METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage } from '../../src/metrics/index.js'
+import { describe } from '../../src/util/index.js'
 
 export interface PrometheusMetricsOptions {
   /** The registry the series are registered in. Default: a new one (never prom-client's global registry). */

@@ -2,6 +2,13 @@
 // @types/node into an app's program even when its tsconfig lists no "types"
 // (TypeScript 7's default).
 /// <reference types="node" preserve="true" />
-export { S3SnapshotStore } from './s3-store.js'
+import { snapshotStoreSchemes } from '../../src/dfs/index.js'
+import { S3SnapshotStore } from './s3-store.js'
+
+export { S3SnapshotStore }
 export { S3_DEFAULTS } from './options.js'
 export type { S3SnapshotStoreOptions, S3Credentials } from './options.js'
+
+// openSnapshotStore('s3://...') opens its stores through this registration
+// (src/dfs/schemes.ts), made when this entry point is first imported.
+snapshotStoreSchemes.register('s3:', (options) => new S3SnapshotStore(options))

@@ -1,55 +1,12 @@
-import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT } from '../../src/dfs/transfer-limiter.js'
+import { checkIntegerOption } from '../../src/util/index.js'
+import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT, type S3StoreSettings } from '../../src/dfs/index.js'
 
-export interface S3Credentials {
-  accessKeyId: string
-  secretAccessKey: string
-  sessionToken?: string
-}
+export type { S3Credentials } from '../../src/dfs/index.js'
 
-export interface S3SnapshotStoreOptions {
+export interface S3SnapshotStoreOptions extends S3StoreSettings {
   bucket: string
   /** Key prefix inside the bucket that holds the store ('' for the whole bucket); a trailing '/' is added. */
   prefix?: string
-  /** For MinIO, Ceph radosgw and other S3-compatible servers, e.g. 'http://127.0.0.1:9000'. */
-  endpoint?: string
-  /** Falls back to the SDK's chain (AWS_REGION, the shared config file) when absent. */
-  region?: string
-  /** Bucket in the path instead of the host name; most S3-compatible servers need it. */
-  forcePathStyle?: boolean
-  /** Falls back to the standard AWS credential chain (environment, shared files, SSO, instance roles) when absent. */
-  credentials?: S3Credentials
-  /** Attempts per request, the first included. */
-  maxAttempts?: number
-  /** The backoff before retry n is a random point in the upper half of min(retryMaxDelayMs, retryBaseDelayMs * 2^(n-1)). */
-  retryBaseDelayMs?: number
-  retryMaxDelayMs?: number
-  /** Bodies larger than this go up in parts of this size; each part is buffered so a failed part can be sent again. */
-  partSize?: number
-  /** Parts in flight per put; memory use per put is about (uploadConcurrency + 1) * partSize. */
-  uploadConcurrency?: number
-  /**
-   * Upload requests (PutObject, UploadPart) in flight at once across every
-   * put of this store instance: all the partitions of a process that share
-   * the store share these. Each holds one part buffer, so a process's upload
-   * memory is about maxConcurrentUploads * partSize however many partitions
-   * snapshot at once. A put of a body already in memory (a manifest, a claim)
-   * takes no slot: its memory is spent, and a lease renewal must not queue
-   * behind snapshot data.
-   */
-  maxConcurrentUploads?: number
-  /**
-   * GetObject requests in flight at once across every get of this store
-   * instance (all restores of the process); a get holds its slot until its
-   * body is read to the end or destroyed.
-   */
-  maxConcurrentDownloads?: number
-  /** Keys per ListObjectsV2 request (S3 returns at most 1000). */
-  listPageSize?: number
-  connectTimeoutMs?: number
-  /** A request, or a response body being read, that moves no byte for this long fails and is retried. */
-  idleTimeoutMs?: number
-  /** Set to false for servers that accept but ignore If-None-Match (s3rver), so callers do not fence on it. */
-  conditionalPut?: boolean
 }
 
 const MiB = 1024 * 1024
@@ -122,26 +79,21 @@ export function resolveS3Options(input: S3SnapshotStoreOptions): ResolvedS3Optio
     if (credentials.sessionToken !== undefined && typeof credentials.sessionToken !== 'string') throw new TypeError('credentials.sessionToken must be a string')
   }
 
-  integer(options, 'maxAttempts', 1, 100)
-  integer(options, 'retryBaseDelayMs', 0, 60_000)
-  integer(options, 'retryMaxDelayMs', options.retryBaseDelayMs, 600_000)
+  checkIntegerOption(options.maxAttempts, 'maxAttempts', 1, 100)
+  checkIntegerOption(options.retryBaseDelayMs, 'retryBaseDelayMs', 0, 60_000)
+  checkIntegerOption(options.retryMaxDelayMs, 'retryMaxDelayMs', options.retryBaseDelayMs, 600_000)
   // S3 rejects parts under 5 MiB (except the last) and over 5 GiB.
-  integer(options, 'partSize', 5 * MiB, 5 * 1024 * MiB)
-  integer(options, 'uploadConcurrency', 1, 64)
+  checkIntegerOption(options.partSize, 'partSize', 5 * MiB, 5 * 1024 * MiB)
+  checkIntegerOption(options.uploadConcurrency, 'uploadConcurrency', 1, 64)
   checkTransferLimit(options.maxConcurrentUploads, 'maxConcurrentUploads')
   checkTransferLimit(options.maxConcurrentDownloads, 'maxConcurrentDownloads')
-  integer(options, 'listPageSize', 1, 1000)
-  integer(options, 'connectTimeoutMs', 1, 600_000)
-  integer(options, 'idleTimeoutMs', 1, 3_600_000)
+  checkIntegerOption(options.listPageSize, 'listPageSize', 1, 1000)
+  checkIntegerOption(options.connectTimeoutMs, 'connectTimeoutMs', 1, 600_000)
+  checkIntegerOption(options.idleTimeoutMs, 'idleTimeoutMs', 1, 3_600_000)
 
   return Object.freeze({ ...options, bucket, prefix: prefix === '' ? '' : `${prefix}/` })
 }
 
-function integer(options: Record<string, unknown>, name: string, min: number, max: number): void {
-  const value = options[name]
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
-  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
-}
 
 function withoutUndefined<T extends object>(input: T): Partial<T> {
   return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined)) as Partial<T>

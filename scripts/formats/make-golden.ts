@@ -20,7 +20,7 @@ import { cp, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'nod
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
-import { openFileLog } from '../../src/log/file-log.js'
+import { openFileLog } from '../../src/log/file-log/index.js'
 import { acquireClaim } from '../../src/ownership/claim.js'
 import { parseClaim, serializeClaim, type ClaimOwner } from '../../src/ownership/record.js'
 import { fileLogSink } from '../../src/outputs/file-log-sink.js'

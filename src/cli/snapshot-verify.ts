@@ -16,7 +16,7 @@ import { readManifest, type ManifestRef } from '../snapshot/catalog.js'
 import type { SnapshotLayout } from '../snapshot/layout.js'
 import type { SnapshotManifest } from '../snapshot/manifest.js'
 import { paddedSize, StreamRegions, TAR_BLOCK, tarHeaderProblem, zeroPadding } from '../snapshot/archive.js'
-import { mapLimit } from '../snapshot/util.js'
+import { mapLimit } from '../util/index.js'
 
 export interface VerifyProblem {
   /** The file or object concerned (a manifest key when the manifest itself is unreadable). */

@@ -1,15 +1,14 @@
 import { stat } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { TidemarkError } from '../errors.js'
-// Type-only: erased from the output, so src/ does not load the connector (or the AWS SDK) until an s3:// URL is opened.
-import type { S3SnapshotStoreOptions } from '../../connectors/s3/options.js'
 import { FsSnapshotStore } from './fs-store.js'
+import { snapshotStoreSchemes, type S3StoreSettings } from './schemes.js'
 import type { SnapshotStore } from './snapshot-store.js'
 import { describe } from '../describe.js'
 
 export interface OpenSnapshotStoreOptions {
   /** Options for s3:// URLs beyond those the URL carries; they win over the URL's query parameters. */
-  s3?: Omit<S3SnapshotStoreOptions, 'bucket' | 'prefix'>
+  s3?: S3StoreSettings
   /**
    * Refuse a file:// root that does not exist or is not a directory
    * (TIDEMARK_DFS_STORE_NOT_FOUND) instead of reading it as an empty store.
@@ -59,7 +58,7 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
       return new FsSnapshotStore({ root })
     }
     case 's3:': {
-      const fromQuery: Partial<S3SnapshotStoreOptions> = {}
+      const fromQuery: Partial<S3StoreSettings> = {}
       for (const [name, value] of parsed.searchParams) {
         if (!S3_QUERY_PARAMETERS.has(name)) {
           throw new RangeError(`snapshot store URL '${url}' has an unknown parameter '${name}'; known: ${[...S3_QUERY_PARAMETERS].join(', ')}`)
@@ -71,12 +70,12 @@ export async function openSnapshotStore(url: string, options: OpenSnapshotStoreO
           fromQuery[name as 'endpoint' | 'region'] = value
         }
       }
-      // A dynamic import rather than a registry of schemes: it needs no
-      // set-up call from the user, and the connector (with the AWS SDK) is
-      // loaded only by those who open an s3:// URL. The path is the same from
-      // src/dfs/ to connectors/s3/ in the sources and in dist/.
-      const { S3SnapshotStore } = await import('../../connectors/s3/index.js').catch((err: unknown) => { throw clientMissing(err) })
-      return new S3SnapshotStore({
+      // The S3 connector registers the scheme when its entry point is
+      // imported; an app that did not import it needs no set-up call: the
+      // entry is loaded now (with the AWS SDK), by its package name.
+      const openS3 = await snapshotStoreSchemes.load('s3:', 'tidemark/s3').catch((err: unknown) => { throw clientMissing(err) })
+      if (openS3 === undefined) throw new Error("tidemark/s3 was loaded but registered no 's3:' scheme")
+      return openS3({
         ...fromQuery,
         ...options.s3,
         bucket: decodeURIComponent(parsed.host),

@@ -1,6 +1,7 @@
 import { describe, printable } from '../describe.js'
 import type { Readable } from 'node:stream'
 import { TidemarkError } from '../errors.js'
+import { checkIntegerOption } from '../util/index.js'
 
 /**
  * The snapshot store: a flat namespace of immutable-by-convention objects
@@ -141,7 +142,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     assertOptionalObject(options, 'put options')
     const { contentLength, ifNoneMatch = false, ifMatch } = options
     if (contentLength !== undefined) {
-      assertSafeInteger(contentLength, 'contentLength', 0)
+      checkIntegerOption(contentLength, 'contentLength', 0)
       if (body instanceof Uint8Array && body.byteLength !== contentLength) {
         throw new RangeError(`contentLength (${contentLength}) differs from the body's length (${body.byteLength}) for '${key}'`)
       }
@@ -168,9 +169,9 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     const { range } = options
     if (range !== undefined) {
       assertOptionalObject(range, 'range')
-      assertSafeInteger(range.start, 'range.start', 0)
+      checkIntegerOption(range.start, 'range.start', 0)
       if (range.end !== undefined) {
-        assertSafeInteger(range.end, 'range.end', 0)
+        checkIntegerOption(range.end, 'range.end', 0)
         if (range.end < range.start) throw new RangeError(`range.end (${range.end}) must not be lower than range.start (${range.start})`)
       }
     }
@@ -193,7 +194,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     if (startAfter !== undefined && typeof startAfter !== 'string') {
       throw new TypeError(`startAfter must be a string, got ${describe(startAfter)}`)
     }
-    if (limit !== undefined) assertSafeInteger(limit, 'limit', 1)
+    if (limit !== undefined) checkIntegerOption(limit, 'limit', 1)
     this.#assertOpen()
     return this._list(prefix, { startAfter, limit: limit ?? Infinity })
   }
@@ -271,10 +272,6 @@ function charProblem(text: string): string | undefined {
 }
 
 
-function assertSafeInteger(value: unknown, name: string, min: number): void {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
-  if (!Number.isSafeInteger(value) || value < min) throw new RangeError(`${name} (${value}) must be an integer >= ${min}`)
-}
 
 function assertOptionalObject(value: unknown, name: string): void {
   if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be an object, got ${describe(value)}`)

@@ -1,6 +1,6 @@
 import { readdir } from 'node:fs/promises'
 import { TidemarkError } from '../errors.js'
-import { openFileLog, type FileLog } from './file-log.js'
+import { openFileLog, type FileLog } from './file-log/index.js'
 
 /** A segment file's name: the 20-digit base revision. */
 export const SEGMENT_NAME = /^\d{20}\.seg$/

@@ -1,4 +1,3 @@
-export { NO_REVISION, AbstractRevisionedLog } from './revisioned-log.js'
-export type { LogEntry, ReadOptions, RevisionedLog } from './revisioned-log.js'
-export { FileLog, openFileLog, FILE_LOG_DEFAULTS } from './file-log.js'
-export type { FileLogOptions } from './file-log.js'
+/** The log layer's door for the connectors: its public API and the registry of log kinds. */
+export * from './public.js'
+export { logKinds, type BrokerLogAddress } from './kinds.js'

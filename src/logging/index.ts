@@ -1,2 +1,3 @@
-export { checkLogger, errorFields, noopLogger, offsetField } from './logger.js'
-export type { Logger } from './logger.js'
+/** The logging layer's door for the connectors: its public API and what a runtime needs besides. */
+export * from './public.js'
+export { callListener } from './listener.js'

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { openFileLog, type FileLog, type FileLogOptions } from '../log/file-log.js'
+import { openFileLog, type FileLog, type FileLogOptions } from '../log/file-log/index.js'
 import { outboxRecordBytes } from './record.js'
 import type { EncodedRecords, OutboxRecord, OutputSink } from './types.js'
 

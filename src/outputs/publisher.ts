@@ -4,6 +4,7 @@ import type { PartitionStore } from '../store/partition-store.js'
 import type { ResolvedOutputs } from './options.js'
 import { decodeOutboxChunk, EncodedBatch, frameOutboxChunk, outboxChunkSize, outboxChunkTail, outboxKeyAt, outboxRecordIdAt } from './record.js'
 import { OUTBOX_STATE } from './states.js'
+import { sleep } from '../util/index.js'
 import type { OutboxRecord, OutputsEvent } from './types.js'
 
 export interface OutboxPublisherOptions {
@@ -495,15 +496,3 @@ const QUEUE_BYTES = 4 * 1024 * 1024
 const OUTBOX_END = prefixEnd(OUTBOX_STATE.prefix)
 const ZERO = Buffer.of(0)
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve()
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms)
-    function done(): void {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    signal.addEventListener('abort', done, { once: true })
-  })
-}

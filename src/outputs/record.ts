@@ -1,3 +1,5 @@
+// Long file: the output record's binary form and the outbox entry that frames
+// records share one private reader and writer; split, both would be exported.
 import type { Codec } from '../store/codec.js'
 import type { EncodedRecords, OutboxRecord } from './types.js'
 import { describe } from '../describe.js'

@@ -1,6 +1,6 @@
 import { callListener } from '../logging/listener.js'
 import { SCHEDULER_DEFAULTS } from '../snapshot/options.js'
-import type { SnapshotResult } from '../snapshot/snapshotter.js'
+import type { SnapshotResult } from '../snapshot/snapshotter-types.js'
 
 export interface ProgressSnapshotsOptions {
   /** Takes a snapshot of everything committed (the processor's snapshot()); undefined when it failed. */

@@ -1,7 +1,3 @@
-export { PartitionProcessor, PROCESSOR_DEFAULTS } from './partition-processor.js'
-export type { OwnershipEvent, OwnershipSettings, PartitionProcessorOptions, ProcessorEvents, SnapshotSettings, StartResult } from './partition-processor.js'
-export { PartitionSynchronizer } from './partition-synchronizer.js'
-export type { EventContext, EventHandler, FetchOptions, PartitionSynchronizerOptions } from './partition-synchronizer.js'
-export { restoreToPoint } from './point-in-time.js'
-export type { PointInTimeOptions, PointInTimeResult } from './point-in-time.js'
-export type { Progress } from './progress.js'
+/** The runtime layer's door for the connectors: its public API and the partition lifecycle a runtime is built on. */
+export * from './public.js'
+export { checkClaimStore, PartitionLifecycle } from './partition-lifecycle.js'

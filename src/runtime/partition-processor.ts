@@ -5,7 +5,7 @@ import { CLAIM_DEFAULTS, type Claim } from '../ownership/claim.js'
 import { MemberLease } from '../ownership/member-lease.js'
 import { jsonCodec } from '../store/codec.js'
 import type { PartitionStore } from '../store/partition-store.js'
-import type { SnapshotResult } from '../snapshot/snapshotter.js'
+import type { SnapshotResult } from '../snapshot/snapshotter-types.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter } from './progress.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
@@ -15,6 +15,7 @@ import { observeProcessorEvent } from './observe.js'
 import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import { describe } from '../describe.js'
+import { sleep } from '../util/index.js'
 import { checkClaimStore, PartitionLifecycle } from './partition-lifecycle.js'
 import { PROCESSOR_DEFAULTS, type OwnershipSettings, type PartitionProcessorOptions, type ProcessorEvents, type SnapshotSettings, type StartResult } from './processor-options.js'
 
@@ -250,7 +251,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     checkSignal(signal, 'run(signal): signal')
     while (!signal.aborted) {
       const applied = await this.catchUp({ signal })
-      if (applied === 0 && !signal.aborted) await waitFor(this.options.pollIntervalMs, signal, this.#life.stopped)
+      if (applied === 0 && !signal.aborted) await sleep(this.options.pollIntervalMs, signal, this.#life.stopped)
     }
   }
 
@@ -361,15 +362,3 @@ function checkSignal(signal: unknown, what: string): void {
   if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${describe(signal)}`)
 }
 
-function waitFor(ms: number, ...signals: AbortSignal[]): Promise<void> {
-  if (signals.some((s) => s.aborted)) return Promise.resolve()
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms)
-    function done(): void {
-      clearTimeout(timer)
-      for (const signal of signals) signal.removeEventListener('abort', done)
-      resolve()
-    }
-    for (const signal of signals) signal.addEventListener('abort', done, { once: true })
-  })
-}

@@ -14,7 +14,7 @@ import { promisify } from 'node:util'
 import tar from 'tar-stream'
 import { TidemarkError } from '../errors.js'
 import { OffThreadFile } from './file-writer.js'
-import { fdClose } from './util.js'
+import { fdClose } from '../util/index.js'
 
 export const TAR_BLOCK = 512
 const END_OF_ARCHIVE = 2 * TAR_BLOCK

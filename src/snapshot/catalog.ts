@@ -4,7 +4,7 @@ import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
 import { corrupt, type CorruptReason } from './archive.js'
 import { MAX_EPOCH, type SnapshotLayout } from './layout.js'
 import { MAX_MANIFEST_BYTES, NewerManifestVersionError, parseManifest, type SnapshotManifest } from './manifest.js'
-import { mapLimit } from './util.js'
+import { mapLimit } from '../util/index.js'
 
 /** A manifest as listed, before it is read. */
 export interface ManifestRef {

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { CheckpointFile } from './checkpoint.js'
 import { fileKind } from './leveldb-files.js'
-import { sha256File } from './util.js'
+import { sha256File } from '../util/index.js'
 
 interface Entry { size: number; ino: number; dev: number; mtimeMs: number; sha256: string }
 

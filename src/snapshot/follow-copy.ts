@@ -3,8 +3,8 @@ import { join } from 'node:path'
 import { validatePosition } from '../store/position.js'
 import type { SnapshotManifest } from './manifest.js'
 import type { CheckedFile } from './options.js'
-import type { ReusableFile, SnapshotSummary } from './restore.js'
-import { sha256File } from './util.js'
+import type { ReusableFile, SnapshotSummary } from './restore/index.js'
+import { sha256File } from '../util/index.js'
 
 const STATE_FORMAT = 'tidemark-follower'
 const STATE_VERSION = 1

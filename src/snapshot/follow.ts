@@ -10,9 +10,10 @@ import { FollowerCopy } from './follow-copy.js'
 import { ByteRate, meteredStore, systemClock, type FollowerClock } from './follow-rate.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
-import { checkFunction, checkInt, checkKnown, checkObject, checkSnapshotStore } from './options.js'
+import { checkInt, checkKnown } from '../util/index.js'
+import { checkFunction, checkObject, checkSnapshotStore } from './options.js'
 import { prefetchSnapshot } from './prefetch.js'
-import type { ReusableFile, SnapshotSummary } from './restore.js'
+import type { ReusableFile, SnapshotSummary } from './restore/index.js'
 
 export type { FollowerClock } from './follow-rate.js'
 

@@ -67,18 +67,6 @@ export function checkObject(value: unknown, what: string): Record<string, unknow
   return value as Record<string, unknown>
 }
 
-export function checkKnown(options: Record<string, unknown>, known: readonly string[], what: string): void {
-  for (const name of Object.keys(options)) {
-    if (!known.includes(name)) throw new RangeError(`unknown ${what} option '${name}'; known options: ${known.join(', ')}`)
-  }
-}
-
-export function checkInt(value: unknown, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${value}`)
-  return value
-}
-
 export function checkNumber(value: unknown, name: string, min: number): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${typeof value}`)
   if (!Number.isFinite(value) || value < min) throw new RangeError(`${name} must be a number of at least ${min}, got ${value}`)

@@ -4,8 +4,8 @@ import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import { extractRun } from './archive.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
-import { planRuns, type ReusableFile } from './restore.js'
-import { fdClose, mapLimit } from './util.js'
+import { planRuns, type ReusableFile } from './restore/index.js'
+import { fdClose, mapLimit } from '../util/index.js'
 
 export interface PrefetchOptions {
   snapshotStore: SnapshotStore

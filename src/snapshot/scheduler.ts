@@ -1,8 +1,10 @@
 import { isTidemarkError } from '../errors.js'
 import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
-import { checkFunction, checkInt, checkKnown, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
-import type { Snapshotter, SnapshotResult } from './snapshotter.js'
+import { checkInt, checkKnown } from '../util/index.js'
+import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
+import type { Snapshotter } from './snapshotter.js'
+import type { SnapshotResult } from './snapshotter-types.js'
 
 export interface SnapshotSchedulerOptions {
   /** Take a snapshot when this long has passed since the last one started and something was committed since. 0 turns time off. Default 5 minutes. */

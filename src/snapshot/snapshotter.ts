@@ -1,182 +1,29 @@
+// Long file: the Snapshotter is one state machine over one store (its view,
+// the manifests it read, the GC cadence, the upload in flight and its
+// commit); its types, options, numbering and upload plan live beside it.
 import { randomBytes } from 'node:crypto'
 import { rm } from 'node:fs/promises'
 import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
-import type { Position } from '../store/position.js'
-import { archiveSize, packFiles, type CorruptReason, type PackedEntry } from './archive.js'
+import { archiveSize, packFiles, type PackedEntry } from './archive.js'
 import { listManifests, listObjects, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'
-import { removeStaleCheckpoints, takeCheckpoint, type Checkpoint, type CheckpointFile } from './checkpoint.js'
-import { collectGarbage, GC_CADENCE_DEFAULTS, type GcListing, type GcResult } from './gc.js'
-import { MAX_EPOCH, MAX_SEQUENCE, snapshotId, SnapshotLayout } from './layout.js'
-import { encodeManifest, MANIFEST_FORMAT, MANIFEST_VERSION, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
-import {
-  checkBoolean, checkFileList, checkFunction, checkInt, checkKnown, checkNumber, checkObject, checkPartitionStore, checkSnapshotStore, SNAPSHOT_DEFAULTS, type CheckedFile,
-} from './options.js'
-import { planCompaction, type FullReason } from './policy.js'
+import { removeStaleCheckpoints, takeCheckpoint, type Checkpoint } from './checkpoint.js'
+import { collectGarbage, type GcListing, type GcResult } from './gc.js'
+import { snapshotId, SnapshotLayout } from './layout.js'
+import { encodeManifest, type SnapshotFile, type SnapshotManifest, type SnapshotObject } from './manifest.js'
+import { checkBoolean, checkFunction, checkObject, checkPartitionStore, checkSnapshotStore, type CheckedFile } from './options.js'
+import { planCompaction } from './policy.js'
 import { FileHashCache } from './file-hashes.js'
-import { mapLimit } from './util.js'
+import { checkInt, checkKnown, mapLimit } from '../util/index.js'
 import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
 import { callListener } from '../logging/listener.js'
 import { snapshotEnded, snapshotStarted } from '../metrics/snapshot-metrics.js'
+import type { SnapshotResult, SnapshotterEvent, SnapshotterOptions, TakeSnapshotOptions } from './snapshotter-types.js'
+import { describeSnapshot, groupBySize, uploadFailed } from './upload.js'
+import { availableObjects, checkFence, nextSequence, type StoreView } from './store-view.js'
+import { checkVerifiedFiles, KNOWN, resolveSnapshotterOptions, type Resolved } from './snapshotter-options.js'
 
-export interface SnapshotterOptions {
-  /** Where snapshots go. */
-  snapshotStore: SnapshotStore
-  /** The open partition store to snapshot. */
-  partitionStore: PartitionStore
-  /** Namespace of everything in the snapshot store; one key segment. */
-  job: string
-  /** The partition; one key segment (a number is written in decimal). */
-  partition: string | number
-  /** Ownership generation of this partition; snapshots of a higher epoch fence this writer. Default 0. */
-  epoch?: number
-  /** Snapshots to keep. Default 3. */
-  retain?: number
-  /** Unreferenced data objects younger than this are left alone by gc(): an upload may still be writing them. Default 1 hour. */
-  graceMs?: number
-  /** Run gc() after snapshots, on the cadence below; false: only when gc() is called. Default true. */
-  gcAfterSnapshot?: boolean
-  /** GC after the first snapshot of this Snapshotter, then after every this many snapshots (or gcIntervalMs, whichever comes first). Default 10. */
-  gcEverySnapshots?: number
-  /** ... or once this long has passed since the last GC run after a snapshot. Default 1 hour. */
-  gcIntervalMs?: number
-  /**
-   * How a checkpoint is taken (docs/snapshots.md, "Checkpoints"). 'open'
-   * (the default): with LevelDB open, commits held only while the files it
-   * appends to are measured, compactions going on; it falls back to 'close'
-   * when a compaction keeps deleting a file before its link, or the MANIFEST
-   * has grown past 4 MiB. 'close': LevelDB closed (which waits for a
-   * compaction in progress), files linked, reopened.
-   */
-  checkpoint?: 'open' | 'close'
-  /** Where checkpoints are built; must be on the partition store's file system (hard links). Default `<store path>.checkpoints`. */
-  checkpointDir?: string
-  /** New files are packed into data objects of at most this size (a file is never split). Default 256 MiB. */
-  maxObjectBytes?: number
-  /** Data objects uploaded at once. Default 2. */
-  uploadConcurrency?: number
-  /** Compact point: write a full snapshot when the objects a snapshot references exceed this many times its state. Default 2. */
-  maxAmplification?: number
-  /** Compact point: write a full snapshot when it would reference objects of more than this many snapshots. Default 16. */
-  maxChainLength?: number
-  /**
-   * How a Snapshotter without a claim check (see `beforeCommit`) learns that
-   * another writer snapshots the partition ("Listing rules" in
-   * docs/snapshots.md). 'listing' (the default): the manifests are listed
-   * before each snapshot and again before its manifest, so a writer of a
-   * newer epoch fails the next snapshot (about 2 LISTs and a HEAD per reused
-   * object each time). 'create-only': on a store with conditional puts the
-   * view is kept between full listings, as with a claim: a writer of the
-   * same epoch is found when the create-only manifest write meets its
-   * manifest, one of a newer epoch (or one that numbered past this writer)
-   * at the next full listing (a GC run on its cadence, or the snapshot after
-   * any failure); until then what this writer commits sorts below it and no
-   * restore picks it. On a store without conditional puts 'listing' is used.
-   */
-  writerCheck?: 'listing' | 'create-only'
-  /** Things worth a log line that do not fail a snapshot. */
-  onEvent?: (event: SnapshotterEvent) => void
-  /**
-   * Called once per snapshot right before its manifest is written (after the
-   * upload and the check for newer epochs): an owner proves there that it
-   * still holds the partition (`claim.check()`, see docs/ownership.md).
-   * With it, on a store that can hold claims (conditionalPut and
-   * compareAndSwap), a newer owner, who must take the claim first, is found
-   * before this snapshotter's next manifest, and that check stands for the
-   * HEAD of the new data objects (see "Listing rules" in docs/snapshots.md;
-   * without it, see `writerCheck`). A rejection fails the snapshot with
-   * that very error (a TidemarkError such as TIDEMARK_OWNERSHIP_LOST is not
-   * turned into a retriable upload failure); no manifest is written and the uploaded data objects are left
-   * for gc(), as after any failure.
-   */
-  beforeCommit?: () => Promise<void>
-  /**
-   * The partition's manifests as the caller listed them right before (a
-   * processor's start: `listManifests` and `readValidManifests`), so that the
-   * first snapshot does not list them again. Used only where the view is
-   * trusted (`beforeCommit` on a store that can hold a claim); the objects
-   * that snapshot reuses are then checked with a HEAD each instead of a
-   * data listing, and the GC cadence starts at construction (no GC after
-   * the first snapshot).
-   */
-  knownManifests?: { refs: readonly ManifestRef[]; valid: ReadonlyArray<{ ref: ManifestRef; manifest: SnapshotManifest }> }
-  /**
-   * The files a restore wrote into this partition store and checked
-   * (`RestoreResult.verifiedFiles`). Without them the first snapshot reads
-   * and hashes every table file of the store to learn which ones the newest
-   * snapshot already holds (100 MiB of state: a few hundred milliseconds of
-   * CPU, on a hand-off's critical path). Only the files still there, of the
-   * same size, unchanged since this snapshotter first looks at them, count.
-   */
-  verifiedFiles?: readonly CheckedFile[]
-  /** Where snapshots, their failures and the events above are logged (pino-compatible); nothing is logged without one. */
-  logger?: Logger
-}
-
-export type SnapshotterEvent =
-  | { type: 'gc-failed'; error: TidemarkError }
-  | { type: 'objects-unavailable'; objects: string[]; reason: string }
-  | { type: 'live-set-unknown'; message: string }
-  /** Listed manifests that do not verify (junk, truncated, of another key): ignored for numbering, fencing and reuse. Reported once per Snapshotter. */
-  | { type: 'manifests-invalid'; manifests: Array<{ key: string; reason: CorruptReason; message: string }> }
-
-export interface SnapshotFileResult extends SnapshotFile {
-  /** Uploaded with this snapshot (false: referenced from an earlier one). */
-  readonly uploaded: boolean
-}
-
-export interface SnapshotResult {
-  id: string
-  /** The manifest's key in the snapshot store. */
-  key: string
-  epoch: number
-  sequence: number
-  /** The checkpoint's source positions: replay starts after them. */
-  positions: Position[]
-  /** Every file was uploaded (a compact point). */
-  full: boolean
-  /** Why the snapshot is full, when it is. */
-  fullReason?: FullReason
-  files: SnapshotFileResult[]
-  /** Size of the state: the sum of the files. */
-  bytesTotal: number
-  /** Bytes written to the snapshot store: new data objects and the manifest. */
-  bytesUploaded: number
-  /** New data objects (keys in the store). */
-  objects: string[]
-  /** How long commits were blocked by the checkpoint. */
-  stallMs: number
-  /** From the end of the checkpoint until the manifest was written. */
-  uploadMs: number
-  gc?: GcResult
-}
-
-export interface TakeSnapshotOptions {
-  /** Upload every file, referencing nothing older. */
-  full?: boolean
-}
-
-type Resolved = Readonly<Required<Omit<SnapshotterOptions, 'snapshotStore' | 'partitionStore' | 'onEvent' | 'beforeCommit' | 'job' | 'partition' | 'logger' | 'knownManifests' | 'verifiedFiles'>>>
-
-const KNOWN = ['snapshotStore', 'partitionStore', 'job', 'partition', 'writerCheck', 'onEvent', 'beforeCommit', 'knownManifests', 'verifiedFiles', 'logger', 'checkpointDir', ...Object.keys(SNAPSHOT_DEFAULTS), ...Object.keys(GC_CADENCE_DEFAULTS)]
-
-/**
- * What a snapshotter knows of the snapshot store between full listings.
- * Manifests are immutable and data objects are never overwritten, so what
- * it saw stays true until someone deletes it; who may add a manifest that
- * matters (a newer owner) is what the ownership check is for.
- */
-interface StoreView {
-  /** Manifests that verify (parse and match their key), newest first. */
-  valid: Array<{ ref: ManifestRef; manifest: SnapshotManifest }>
-  /** Every listed manifest key, junk included: numbering passes over them. */
-  taken: Set<string>
-  /** Data objects (relative keys) known to be there, with their size: the last data listing, plus this snapshotter's uploads since. */
-  objects: Map<string, number>
-  /** Manifests whose objects were compared with that listing, or written here: an object of theirs that `objects` lacks is missing. */
-  complete: Set<string>
-}
 
 /** Stores with a snapshot in flight, so that two Snapshotters of one store cannot overlap. */
 const busy = new WeakSet<PartitionStore>()
@@ -235,24 +82,7 @@ export class Snapshotter {
     this.snapshotStore = checkSnapshotStore(o.snapshotStore, 'snapshotStore')
     this.partitionStore = checkPartitionStore(o.partitionStore, 'partitionStore')
     this.layout = new SnapshotLayout(o.job, o.partition)
-    const d = SNAPSHOT_DEFAULTS
-    const checkpointDir = o.checkpointDir ?? `${this.partitionStore.path}.checkpoints`
-    if (typeof checkpointDir !== 'string' || checkpointDir === '') throw new TypeError('checkpointDir must be a non-empty path string')
-    this.options = Object.freeze({
-      epoch: checkInt(o.epoch ?? d.epoch, 'epoch', 0, MAX_EPOCH),
-      retain: checkInt(o.retain ?? d.retain, 'retain', 1),
-      graceMs: checkInt(o.graceMs ?? d.graceMs, 'graceMs', 0),
-      gcAfterSnapshot: checkBoolean(o.gcAfterSnapshot ?? d.gcAfterSnapshot, 'gcAfterSnapshot'),
-      gcEverySnapshots: checkInt(o.gcEverySnapshots ?? GC_CADENCE_DEFAULTS.gcEverySnapshots, 'gcEverySnapshots', 1),
-      gcIntervalMs: checkInt(o.gcIntervalMs ?? GC_CADENCE_DEFAULTS.gcIntervalMs, 'gcIntervalMs', 0),
-      checkpointDir,
-      maxObjectBytes: checkInt(o.maxObjectBytes ?? d.maxObjectBytes, 'maxObjectBytes', 1024 * 1024),
-      uploadConcurrency: checkInt(o.uploadConcurrency ?? d.uploadConcurrency, 'uploadConcurrency', 1, 64),
-      maxAmplification: checkNumber(o.maxAmplification ?? d.maxAmplification, 'maxAmplification', 1),
-      maxChainLength: checkInt(o.maxChainLength ?? d.maxChainLength, 'maxChainLength', 1),
-      checkpoint: checkCheckpointMode(o.checkpoint ?? d.checkpoint),
-      writerCheck: checkWriterCheck(o.writerCheck ?? 'listing'),
-    })
+    this.options = resolveSnapshotterOptions(o, this.partitionStore.path)
     this.#onEvent = checkFunction(o.onEvent, 'onEvent')
     this.#beforeCommit = checkFunction(o.beforeCommit, 'beforeCommit')
     const { conditionalPut, compareAndSwap } = this.snapshotStore.capabilities ?? {}
@@ -468,8 +298,8 @@ export class Snapshotter {
   async #upload(checkpoint: Checkpoint, forceFull: boolean, uploadStarted: number): Promise<SnapshotResult> {
     const { epoch } = this.options
     const view = await this.#currentView()
-    this.#checkFence(view.valid.map((v) => v.ref))
-    const sequence = this.#nextSequence(view.valid.map((v) => v.ref), view.taken)
+    checkFence(view.valid.map((v) => v.ref), this.options.epoch)
+    const sequence = nextSequence(this.layout, this.options.epoch, view.valid.map((v) => v.ref), view.taken)
     const id = snapshotId(epoch, sequence)
 
     // What the newest snapshot already holds, by name + size + sha256. Only
@@ -477,7 +307,7 @@ export class Snapshotter {
     // another process with retain 1), and a table file live now that existed
     // then was live then, so older snapshots add nothing.
     const parent = view.valid[0]?.manifest
-    const available = await this.#availableObjects(parent, view)
+    const available = await availableObjects(parent, view, this.layout, (keys) => this.#dfs('check the referenced objects', () => mapLimit(keys, 8, (k) => this.snapshotStore.head(this.layout.dataKey(k)))), (event) => this.#emit(event))
     const held = new Map<string, SnapshotFile>()
     for (const file of parent?.files ?? []) if (available.has(file.object)) held.set(`${file.name}\u0000${file.size}\u0000${file.sha256}`, file)
     const heldNames = new Set([...held.values()].map((f) => `${f.name}\u0000${f.size}`))
@@ -524,31 +354,7 @@ export class Snapshotter {
         this.#hashes.remember(file, entry.sha256)
       }
 
-      const files: SnapshotFileResult[] = checkpoint.files.map((file) => {
-        const old = reuse.get(file.name)
-        if (old !== undefined) return { ...old, uploaded: false }
-        const entry = uploaded.get(file.name)!
-        return { name: file.name, size: file.size, sha256: entry.sha256, object: entry.object, offset: entry.offset, uploaded: true }
-      })
-      const objectSizes = new Map<string, number>(newObjects.map((o) => [o.key, o.size]))
-      for (const f of reuse.values()) objectSizes.set(f.object, available.get(f.object)!)
-      const manifest: SnapshotManifest = {
-        format: MANIFEST_FORMAT,
-        version: MANIFEST_VERSION,
-        id,
-        job: this.layout.job,
-        partition: this.layout.partition,
-        epoch,
-        sequence,
-        createdAt: new Date().toISOString(),
-        parent: parent?.id ?? null,
-        base: reuse.size === 0 ? id : parent!.base,
-        full: reuse.size === 0,
-        positions: checkpoint.positions,
-        stateBytes,
-        objects: [...objectSizes].map(([key, size]) => ({ key, size })).sort((a, b) => (a.key < b.key ? -1 : 1)),
-        files: files.map(({ uploaded: _u, ...f }) => f),
-      }
+      const { files, manifest } = describeSnapshot({ layout: this.layout, id, epoch, sequence, parent, checkpoint, stateBytes, reuse, uploaded, newObjects, available })
       const key = this.layout.manifestKey(epoch, sequence)
       const body = encodeManifest(manifest)
       await this.#commit(key, body)
@@ -667,7 +473,7 @@ export class Snapshotter {
    */
   async #fenceByListing(key: string): Promise<void> {
     const refs = await this.#dfs('list the snapshots', () => listManifests(this.snapshotStore, this.layout))
-    this.#checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref))
+    checkFence((await this.#validRefs(refs.filter((r) => r.epoch > this.options.epoch))).map((v) => v.ref), this.options.epoch)
     if (refs.some((r) => r.key === key)) {
       throw new TidemarkError('TIDEMARK_SNAPSHOT_FENCED', `another writer committed snapshot ${key} first; is the partition owned twice?`, { details: { key } })
     }
@@ -745,62 +551,6 @@ export class Snapshotter {
     return valid
   }
 
-  /**
-   * One more than the highest sequence of a manifest that verifies, then the
-   * first whose key is not taken: a listed key is never trusted for
-   * numbering (junk at the maximum would exhaust it) but never overwritten
-   * either (junk at the next key would fence this writer).
-   */
-  #nextSequence(valid: readonly ManifestRef[], taken: ReadonlySet<string>): number {
-    const { epoch } = this.options
-    const highest = valid.reduce((max, r) => Math.max(max, r.sequence), -1)
-    let sequence = highest + 1
-    while (sequence <= MAX_SEQUENCE && taken.has(this.layout.manifestKey(epoch, sequence))) sequence++
-    if (sequence > MAX_SEQUENCE) {
-      throw new TidemarkError(
-        'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED',
-        `no snapshot sequence of ${this.layout.prefix} is left: a manifest that verifies has sequence ${highest} and the maximum is ${MAX_SEQUENCE}; move the partition's snapshots aside`,
-        { details: { job: this.layout.job, partition: this.layout.partition, sequence: highest } },
-      )
-    }
-    return sequence
-  }
-
-  #checkFence(refs: readonly ManifestRef[]): void {
-    const newer = refs.find((r) => r.epoch > this.options.epoch)
-    if (newer !== undefined) {
-      throw new TidemarkError(
-        'TIDEMARK_SNAPSHOT_FENCED',
-        `snapshot ${newer.key} has epoch ${newer.epoch}, newer than this writer's ${this.options.epoch}: the partition has a new owner`,
-        { details: { key: newer.key, epoch: this.options.epoch, newerEpoch: newer.epoch } },
-      )
-    }
-  }
-
-  /**
-   * Objects of the parent that exist with their recorded size; a file in any
-   * other one is uploaded again. Known from the view; an object the view has
-   * not seen listed (a manifest another writer added since) costs a HEAD.
-   */
-  async #availableObjects(parent: SnapshotManifest | undefined, view: StoreView): Promise<Map<string, number>> {
-    const available = new Map<string, number>()
-    if (parent === undefined) return available
-    const complete = view.complete.has(this.layout.manifestKey(parent.epoch, parent.sequence))
-    const unknown = parent.objects.filter((o) => !view.objects.has(o.key) && !complete)
-    const infos = await this.#dfs('check the referenced objects', () => mapLimit(unknown, 8, (o) => this.snapshotStore.head(this.layout.dataKey(o.key))))
-    unknown.forEach((o, i) => {
-      const info = infos[i]
-      if (info !== undefined) view.objects.set(o.key, info.size)
-    })
-    const missing: string[] = []
-    for (const o of parent.objects) {
-      if (view.objects.get(o.key) === o.size) available.set(o.key, o.size)
-      else missing.push(o.key)
-    }
-    if (missing.length > 0) this.#emit({ type: 'objects-unavailable', objects: missing.map((k) => this.layout.dataKey(k)), reason: 'missing or of another size than their manifest says; their files are uploaded again' })
-    return available
-  }
-
   async #read(ref: ManifestRef): Promise<SnapshotManifest> {
     const cached = this.#manifests.get(ref.key)
     if (cached !== undefined) return cached
@@ -834,48 +584,4 @@ export class Snapshotter {
     this.#logger.warn({ ...this.#labels(), event: type, ...fields }, `snapshotter: ${type}`)
     callListener(() => this.#onEvent?.(event), undefined, this.#logger, { ...this.#labels(), event: type })
   }
-}
-
-function uploadFailed(what: string, layout: SnapshotLayout, err: unknown): unknown {
-  if (err instanceof TidemarkError && err.code.startsWith('TIDEMARK_SNAPSHOT_')) return err
-  if (err instanceof TypeError) return err
-  const retriable = err instanceof TidemarkError ? err.retriable : true
-  return new TidemarkError(
-    'TIDEMARK_SNAPSHOT_UPLOAD_FAILED',
-    `snapshot of ${layout.prefix} failed: could not ${what}: ${(err as Error)?.message ?? String(err)}; the previous snapshot stays the latest`,
-    { cause: err, retriable, details: { job: layout.job, partition: layout.partition } },
-  )
-}
-
-/** Consecutive files in groups whose archives stay under maxBytes (a larger file gets a group of its own). */
-function groupBySize(files: readonly CheckpointFile[], maxBytes: number): CheckpointFile[][] {
-  const groups: CheckpointFile[][] = []
-  let current: CheckpointFile[] = []
-  let size = archiveSize([])
-  for (const file of files) {
-    const add = archiveSize([file]) - archiveSize([])
-    if (current.length > 0 && size + add > maxBytes) {
-      groups.push(current)
-      current = []
-      size = archiveSize([])
-    }
-    current.push(file)
-    size += add
-  }
-  if (current.length > 0) groups.push(current)
-  return groups
-}
-
-function checkVerifiedFiles(value: unknown): CheckedFile[] | undefined {
-  return value === undefined ? undefined : checkFileList<CheckedFile>(value, 'verifiedFiles', false, 'RestoreResult.verifiedFiles')
-}
-
-function checkWriterCheck(value: unknown): 'listing' | 'create-only' {
-  if (value !== 'listing' && value !== 'create-only') throw new RangeError(`writerCheck must be 'listing' or 'create-only', got ${typeof value === 'string' ? `'${value}'` : typeof value}`)
-  return value
-}
-
-function checkCheckpointMode(value: unknown): 'open' | 'close' {
-  if (value !== 'open' && value !== 'close') throw new RangeError(`checkpoint must be 'open' or 'close', got ${typeof value === 'string' ? `'${value}'` : typeof value}`)
-  return value
 }

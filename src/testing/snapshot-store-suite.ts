@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { SnapshotStore } from '../dfs/snapshot-store.js'
-import { mapLimit } from '../snapshot/util.js'
+import { mapLimit } from '../util/index.js'
 import { assertMatch, checkRunner, Registrar, rejectsMatching, throwsSync, type SuiteRunner } from './runner.js'
 import { chunksOf, collect, listKeys, randomStream, readAll, sha256 } from './streams.js'
 

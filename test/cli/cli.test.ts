@@ -114,7 +114,7 @@ describe('usage', () => {
       expect(result.stderr).toMatch(USAGE_LINE)
     }
     expect(readdirSync(dir)).toEqual([])
-    // replay parses its own options (src/replay/cli.ts), with the same exit code and usage.
+    // replay parses its own options (src/cli/commands/replay.ts), with the same exit code and usage.
     const replay = await tidemark('replay', '--bogus')
     expect(replay).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining("Unknown option '--bogus'") })
     expect(replay.stderr).toMatch(USAGE_LINE)

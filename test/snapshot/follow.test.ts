@@ -13,7 +13,7 @@ import {
   FsSnapshotStore, restoreSnapshot, SnapshotFollower, Snapshotter, TidemarkError,
   type FollowerClock, type SnapshotFollowerEvent, type SnapshotResult, type SnapshotStore, type SnapshotterOptions,
 } from '../../src/index.js'
-import { sha256File } from '../../src/snapshot/util.js'
+import { sha256File } from '../../src/util/index.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { keyOf, kv, levelDigest, openKvStore, range, storeDigest, TOPIC, waitForCompactions } from './helpers.js'

@@ -7,7 +7,7 @@
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Logger } from '../../../src/logging/logger.js'
+import type { Logger } from '../../../src/logging/index.js'
 
 const FILE = '.tidemark-member.json'
 

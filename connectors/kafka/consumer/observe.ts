@@ -1,4 +1,4 @@
-import { errorFields, offsetField, type Logger } from '../../../src/logging/logger.js'
+import { errorFields, offsetField, type Logger } from '../../../src/logging/index.js'
 import { metricsChannels } from '../../../src/metrics/index.js'
 import type { StatefulConsumerEvents } from './stateful-consumer.js'
 

@@ -2,10 +2,9 @@
 // it reports (started, closed, counts) and what it needs (TaskServices).
 import type { KafkaMessage } from 'kafkajs'
 import type { TidemarkError } from '../../../src/errors.js'
-import type { RestoreEvent } from '../../../src/snapshot/restore.js'
-import type { SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/snapshotter.js'
-import type { OutputsEvent } from '../../../src/outputs/types.js'
-import type { OwnershipEvent } from '../../../src/runtime/partition-lifecycle.js'
+import type { RestoreEvent, SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/index.js'
+import type { OutputsEvent } from '../../../src/outputs/index.js'
+import type { OwnershipEvent } from '../../../src/runtime/index.js'
 
 export interface TopicPartition {
   topic: string

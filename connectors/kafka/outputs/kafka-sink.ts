@@ -1,8 +1,7 @@
 import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
-import { eachEncodedRecord } from '../../../src/outputs/record.js'
-import type { EncodedRecords, OutboxRecord, OutputSink } from '../../../src/outputs/types.js'
+import { eachEncodedRecord, type EncodedRecords, type OutboxRecord, type OutputSink } from '../../../src/outputs/index.js'
 
 export interface KafkaSinkOptions {
   /** Bootstrap brokers of the output cluster, `host:port`. */

@@ -1,6 +1,6 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { openFileLog } from '../../log/file-log.js'
+import { openFileLog } from '../../log/file-log/index.js'
 import { checkFileLogExists, openLogForReading, SEGMENT_NAME } from '../../log/existing.js'
 import { bigintOf, EXIT, group, help, int, json, JSON_OPTION, noMore, parse, pathArg, print, UsageError, writeLine, type CliIO } from '../context.js'
 

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import { restoreSnapshot } from '../../snapshot/restore.js'
+import { restoreSnapshot } from '../../snapshot/restore/index.js'
 import { onInterrupt, removeNow } from '../cleanup.js'
 import {
   EXIT, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, positionsText, print, snapshotIdArg, withSnapshotStore, type Command,

@@ -1,7 +1,3 @@
-import { createHash } from 'node:crypto'
-import fs, { createReadStream } from 'node:fs'
-import { promisify } from 'node:util'
-
 /**
  * Runs fn over items with at most `limit` calls in flight. After the first
  * failure no new call starts; the ones running are awaited (so no work is
@@ -25,18 +21,3 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
   if (failure !== undefined) throw failure.error
   return results
 }
-
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash('sha256')
-  for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) hash.update(chunk)
-  return hash.digest('hex')
-}
-
-/**
- * Descriptor calls through the callback API, which costs the event loop less
- * than FileHandle: written snapshot files are handed from the archive reader
- * to the restore's fsync queue as plain descriptors.
- */
-export const fdClose = promisify(fs.close)
-export const fdSync = promisify(fs.fsync)
-export const fdOpen = promisify(fs.open)

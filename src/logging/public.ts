@@ -1,0 +1,2 @@
+export { checkLogger, errorFields, noopLogger, offsetField } from './logger.js'
+export type { Logger } from './logger.js'

@@ -1,0 +1,8 @@
+export type { DedupeMode, EmitContext, EncodedRecords, OutboxRecord, OutputRecord, OutputSink, OutputsEvent, OutputsOptions, RecordId, RetryOptions } from './types.js'
+export { formatRecordId, parseRecordId, upstreamKey, RECORD_ID_HEADER } from './id.js'
+export { encodeOutboxRecord, decodeOutboxRecord, outboxRecordCodec, outboxKey } from './record.js'
+export { OUTBOX_STATE, DEDUPE_STATE } from './states.js'
+export { OUTPUTS_DEFAULTS } from './options.js'
+export { readOutbox, readDedupeWatermarks } from './partition-outputs.js'
+export { fileLogSink } from './file-log-sink.js'
+export type { FileLogSinkOptions } from './file-log-sink.js'

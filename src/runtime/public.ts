@@ -1,0 +1,7 @@
+export { PartitionProcessor, PROCESSOR_DEFAULTS } from './partition-processor.js'
+export type { OwnershipEvent, OwnershipSettings, PartitionProcessorOptions, ProcessorEvents, SnapshotSettings, StartResult } from './partition-processor.js'
+export { PartitionSynchronizer } from './partition-synchronizer.js'
+export type { EventContext, EventHandler, FetchOptions, PartitionSynchronizerOptions } from './partition-synchronizer.js'
+export { restoreToPoint } from './point-in-time.js'
+export type { PointInTimeOptions, PointInTimeResult } from './point-in-time.js'
+export type { Progress } from './progress.js'

@@ -1,0 +1,3 @@
+export { restoreSnapshot } from './restore.js'
+export { planRuns, type Run } from './download.js'
+export type { RestoreEvent, RestoreOptions, RestoreProgress, RestoreResult, ReusableFile, SkippedSnapshot, SnapshotSummary, VerifiedFile } from './types.js'
