@@ -138,6 +138,18 @@ export class GroupBench {
     this.partitions = []
   }
 
+  /** Runs `scenario` on a new bench of `partitions` partitions with `sizeMb` MiB loaded in each, the trickle on, and stops it after. */
+  static async run<T>(name: string, partitions: number, sizeMb: number, scenario: (bench: GroupBench, loaded: { stateBytes: number }) => Promise<T>): Promise<T> {
+    const bench = await GroupBench.create(name, partitions)
+    try {
+      const loaded = await bench.load(sizeMb)
+      bench.startTrickle()
+      return await scenario(bench, loaded)
+    } finally {
+      await bench.stop()
+    }
+  }
+
   static async create(name: string, partitions: number): Promise<GroupBench> {
     const dir = benchDir(name)
     const kafka = benchKafka(join(dir.path, 'kafka-mock'))

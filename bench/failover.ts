@@ -38,14 +38,13 @@ interface Outcome {
 }
 
 async function failover(partitions: number, sizeMb: number, standbys: number): Promise<Outcome> {
-  const bench = await GroupBench.create('failover', partitions)
-  try {
-    await bench.load(sizeMb)
-    bench.startTrickle()
+  return GroupBench.run('failover', partitions, sizeMb, async (bench) => {
     const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), standbys, snapshotEveryMs: 2000 })
-    for (const name of ['a', 'b', 'c']) await bench.member(spec(name))
-    const victim = await bench.child(spec('v'))
+    // Together, so that the first assignment is already spread: a member that
+    // ran a partition for a while keeps a store of it, which a restore would use.
+    const [victim] = await Promise.all([bench.child(spec('v')), ...['a', 'b', 'c'].map((name) => bench.member(spec(name)))])
     await bench.settled('four members to run every partition')
+    await bench.until('the four to be balanced', () => ['a', 'b', 'c', 'v'].every((m) => bench.running(m).length === partitions / 4))
     if (standbys > 0) {
       const syncedAfter = now()
       await bench.until('every standby copy to sync', () => bench.partitions.every((p) => bench.events.some((e) => e.t === 'synced' && e.partition === p && e.at >= syncedAfter)))
@@ -85,9 +84,7 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       bytesDownloaded: bytes,
       detectMsMax: round(Math.max(...detect), 1),
     }
-  } finally {
-    await bench.stop()
-  }
+  })
 }
 
 export async function run(args: string[]): Promise<void> {

@@ -52,14 +52,12 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number)
 }
 
 async function rolling(partitions: number, sizeMb: number, baseline: boolean): Promise<Outcome> {
-  const bench = await GroupBench.create('rolling', partitions)
-  try {
-    const { stateBytes } = await bench.load(sizeMb)
-    bench.startTrickle()
+  return GroupBench.run('rolling', partitions, sizeMb, async (bench, { stateBytes }) => {
     const names = ['a', 'b', 'c']
     const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), snapshotEveryMs: 2000, roundRobin: baseline })
-    for (const name of names) await bench.member(spec(name))
+    await Promise.all(names.map((name) => bench.member(spec(name))))
     await bench.settled('three members to run every partition')
+    await bench.until('the three to be balanced', () => names.every((m) => bench.running(m).length === partitions / 3))
     const home = bench.owners()
     const from = now()
     for (const name of names) {
@@ -80,9 +78,7 @@ async function rolling(partitions: number, sizeMb: number, baseline: boolean): P
       partitionSecondsLost: round(tidemarkSecondsLost(bench.events, from), 2),
       groupPartitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, from, end), 2),
     }
-  } finally {
-    await bench.stop()
-  }
+  })
 }
 
 export async function run(args: string[]): Promise<void> {

@@ -49,14 +49,14 @@ interface Outcome {
 }
 
 async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number): Promise<Outcome> {
-  const bench = await GroupBench.create('scaleout', partitions)
-  try {
-    await bench.load(sizeMb)
-    bench.startTrickle()
+  return GroupBench.run('scaleout', partitions, sizeMb, async (bench) => {
     const warmup = { maxWarmups }
     const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), warmup, snapshotEveryMs: 2000 })
-    for (const name of ['a', 'b', 'c']) await bench.member(spec(name))
+    // Together, so that the first assignment is already spread: a member that
+    // ran a partition for a while keeps a store of it, a copy the move would use.
+    await Promise.all(['a', 'b', 'c'].map((name) => bench.member(spec(name))))
     await bench.settled('three members to run every partition')
+    await bench.until('the three to be balanced', () => ['a', 'b', 'c'].every((m) => bench.running(m).length >= Math.floor(partitions / 3)))
     const before = bench.owners()
     const owned = ['a', 'b', 'c'].map((m) => [...before.values()].filter((o) => o === m).length)
     const movedMinimum = stickyMinimum(owned, 1, partitions)
@@ -109,9 +109,7 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
       partitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, joinAt, end), 2),
       rebalances: since.filter((e) => e.t === 'assignment' && e.member === 'd').length,
     }
-  } finally {
-    await bench.stop()
-  }
+  })
 }
 
 export async function run(args: string[]): Promise<void> {
