@@ -4,12 +4,12 @@
 // once its copies are warm, by a rebalance it asks for itself, one warm-up
 // at a time here (maxWarmups: 1). The new owner restores from its copy.
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { StatefulConsumer, type TopicPartition } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
-import type { SnapshotStore } from '../../src/index.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, running, until, type WordEvent } from './fixture.js'
+import { StatefulConsumer, type TopicPartition } from '../../../connectors/kafka/index.js'
+import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
+import type { SnapshotStore } from '../../../src/index.js'
+import { kafkaService } from '../../helpers/services.js'
+import { randomName, tempDir } from '../../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
