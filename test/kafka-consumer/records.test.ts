@@ -100,5 +100,23 @@ describe('StatefulConsumer: records that do not decode', () => {
     expect(() => new StatefulConsumer({ ...base, batchSize: 0 })).toThrow(RangeError)
     expect(() => new StatefulConsumer({ ...base, topics: [] })).toThrow(/options\.topics/)
     expect(() => new StatefulConsumer({ ...base, typo: 1 } as never)).toThrow(/options\.typo/)
+    expect(() => new StatefulConsumer({ ...base, handoff: { minEvents: -1 } })).toThrow(RangeError)
+    expect(() => new StatefulConsumer({ ...base, handoff: { minEvent: 5 } as never })).toThrow(/options\.handoff\.minEvent is not/)
+  })
+
+  it('checks warm-up options and close() options, naming the field', async () => {
+    const base = consumerOptions({ brokers: ['127.0.0.1:9092'], job: 'j', topics: ['t'], stateDir: '/tmp/x', snapshotRoot: tempDir() })
+    const { snapshots: _, ...noSnapshots } = base
+    expect(() => new StatefulConsumer({ ...noSnapshots, warmup: true })).toThrow(/options\.warmup needs options\.snapshots/)
+    expect(() => new StatefulConsumer({ ...base, warmup: 'yes' as never })).toThrow(/options\.warmup must be/)
+    expect(() => new StatefulConsumer({ ...base, warmup: { maxWarmups: 0 } })).toThrow(/options\.warmup\.maxWarmups/)
+    expect(() => new StatefulConsumer({ ...base, warmup: { maxLag: 1 } as never })).toThrow(/options\.warmup\.maxLag is not/)
+    expect(() => new StatefulConsumer({ ...base, warmup: true, partitionAssigners: [() => ({}) as never] })).toThrow(/default assignor/)
+    expect(new StatefulConsumer({ ...base, warmup: true }).options.warmup).toEqual({ maxWarmups: 2, maxLagBytes: undefined, maxLagSnapshots: 1 })
+    expect(new StatefulConsumer({ ...base, warmup: { maxLagBytes: 1000 } }).options.warmup).toEqual({ maxWarmups: 2, maxLagBytes: 1000, maxLagSnapshots: undefined })
+    const consumer = new StatefulConsumer(base)
+    expect(() => consumer.close({ leaveGroup: 'no' } as never)).toThrow(/options\.leaveGroup must be a boolean/)
+    expect(() => consumer.close({ leave: false } as never)).toThrow(/options\.leave is not an option of close/)
+    await consumer.close()
   })
 })
