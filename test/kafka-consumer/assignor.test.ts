@@ -294,6 +294,20 @@ describe('computeAssignment: standbys and warm-up', () => {
     expect(Math.max(...load) - Math.min(...load)).toBeLessThanOrEqual(1)
   })
 
+  it("spreads one owner's standbys over the other members, so that its failover spreads too", () => {
+    const members = ['a', 'b', 'c', 'd'].map((id, k) => member(id, { owned: [3 * k, 3 * k + 1, 3 * k + 2] }))
+    const plan = computeAssignment({ members, partitions: { [T]: range(12) }, standbys: 1 })
+    const standbyOf = (p: number): string => [...plan.members].find(([, m]) => m.standbys.some((tp) => tp.partition === p))![0]
+    for (const owner of ['a', 'b', 'c', 'd']) {
+      const mine = active(plan, owner)
+      expect(new Set(mine.map(standbyOf)).size).toBe(mine.length)
+    }
+    // d fails: each of its partitions goes to its standby, which advertises its copy.
+    const copies = (id: string): Record<number, bigint> => Object.fromEntries(active(plan, 'd').filter((p) => standbyOf(p) === id).map((p) => [p, 100n]))
+    const after = computeAssignment({ members: ['a', 'b', 'c'].map((id) => member(id, { owned: active(plan, id), copies: copies(id) })), partitions: { [T]: range(12) } })
+    for (const p of active(plan, 'd')) expect(owners(after).get(p)).toBe(standbyOf(p))
+  })
+
   it('names at most members - 1 standbys, and keeps a standby where it was when copies tie', () => {
     const plan = computeAssignment({ members: [member('a', { owned: [0] }), member('b', { owned: [1] })], partitions: { [T]: [0, 1] }, standbys: 3 })
     expect(plan.members.get('a')!.standbys).toEqual(tps([1]))

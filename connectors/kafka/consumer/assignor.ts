@@ -234,9 +234,15 @@ export function computeAssignment(input: AssignmentInput): ComputedAssignment {
   const standbyOrder = [...slots.keys()].sort((a, b) => turn[a]! - turn[b]! || compareIds(slots[a]!.target!, slots[b]!.target!) || a - b)
   // Of members with as many standbys, the one that owns more partitions still to come goes first: it cannot take those.
   const ownLeft = new Map(members.map((m) => [m.id, plans.get(m.id)!.active.length]))
+  // Standbys of one owner's partitions spread over the other members, so
+  // that when that owner fails, each of its partitions has a standby with
+  // room to take it (a member takes about one more partition, not several).
+  const ofOwner = new Map<string, number>()
+  const pairKey = (standby: string, owner: string): string => `${standby}\0${owner}`
   for (const i of standbyCount === 0 ? [] : standbyOrder) {
     const slot = slots[i]!
     ownLeft.set(slot.target!, ownLeft.get(slot.target!)! - 1)
+    const sameOwner = (m: Member): number => ofOwner.get(pairKey(m.id, slot.target!)) ?? 0
     let candidates = members.filter((m) => m.id !== slot.target && m.id !== slot.warmingOn)
     for (let n = 0; n < standbyCount && candidates.length > 0; n++) {
       const below = candidates.filter((m) => m.standbys < share)
@@ -245,11 +251,13 @@ export function computeAssignment(input: AssignmentInput): ComputedAssignment {
         (a, b) =>
           compareCopies(slot.copies.get(a.id), slot.copies.get(b.id)) ||
           Number(a.previousStandbys.has(i)) - Number(b.previousStandbys.has(i)) ||
+          sameOwner(b) - sameOwner(a) ||
           b.standbys - a.standbys ||
           ownLeft.get(a.id)! - ownLeft.get(b.id)! ||
           compareIds(b.id, a.id),
       )!
       chosen.standbys++
+      ofOwner.set(pairKey(chosen.id, slot.target!), sameOwner(chosen) + 1)
       plans.get(chosen.id)!.standbys.push(slot.tp)
       candidates = candidates.filter((m) => m !== chosen)
     }
