@@ -16,7 +16,7 @@
  *    KIP-345's static membership): leave() does nothing for such a member,
  *    so the group keeps it, and its partitions, until its session times
  *    out; and the restart joins under the same member id (joinAndSync
- *    starts with the id that the consumer's assigner hands it, once), so
+ *    starts with the id that the consumer's assigner hands it), so
  *    the group sees the member come back instead of a new one joining
  *    while the old one still counts. A coordinator that no longer knows the
  *    id answers UNKNOWN_MEMBER_ID, and kafkajs joins again without it.
@@ -33,7 +33,7 @@ interface ConsumerGroup {
 }
 
 const WRAPPED = Symbol.for('tidemark.rejoin')
-/** On an assigner object that kafkajs made from a StatefulConsumer's factory: the member id to join under, once. */
+/** On an assigner object that kafkajs made from a StatefulConsumer's factory: the member id to join under, until a join succeeds. */
 export const RESUME_MEMBER = Symbol.for('tidemark.resume-member')
 /** Rejoins asked for and not begun yet, as `groupId\0memberId`. */
 const requested = new Set<string>()

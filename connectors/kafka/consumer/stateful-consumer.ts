@@ -174,6 +174,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     const c = this.#consumer
     c.on(c.events.GROUP_JOIN, ({ payload }) => {
       this.#memberId = payload.memberId
+      this.#resumeMemberId = undefined
       this.#crashes = 0
       // Read before the tasks are created: a task of an orphaned partition takes its claim at once.
       const partitions = Object.entries(payload.memberAssignment).flatMap(([topic, ps]) => ps.map((partition) => ({ topic, partition })))
@@ -229,16 +230,19 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     return true
   }
 
-  /** The state-aware assignor, which also hands kafkajs the member id of a restart after close({ leaveGroup: false }), once. */
+  /**
+   * The state-aware assignor, which also hands kafkajs the member id of a
+   * restart after close({ leaveGroup: false }) until a join succeeds: a
+   * kafkajs crash-restart in the first join (the mock's SyncGroup race)
+   * starts a new consumer group object, which offers it again. A
+   * coordinator that expired it answers UNKNOWN_MEMBER_ID, and kafkajs's
+   * retry inside that join goes without it.
+   */
   #defaultAssigner(): PartitionAssigner {
     const o = this.options
     const assigner = stateAwareAssigner({ advertise: () => this.#local.advertise(this.#assignments.tasks()), standbys: o.standbys, warmup: o.warmup })
     return (context) => Object.assign(assigner(context), {
-      [RESUME_MEMBER]: () => {
-        const id = this.#resumeMemberId
-        this.#resumeMemberId = undefined
-        return id
-      },
+      [RESUME_MEMBER]: () => this.#resumeMemberId,
     })
   }
 

@@ -8,7 +8,7 @@ import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kaf
 import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
 import { kafkaService } from '../../helpers/services.js'
 import { randomName, tempDir } from '../../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
+import { byPartition, committedThrough, consumerOptions, FAST_GROUP, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
@@ -26,6 +26,9 @@ describe('StatefulConsumer: a restart that stays in the group', () => {
       snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },
       standbys: 1,
       standby: { intervalMs: 50 },
+      // The restart must join before B's session ends, also on a loaded
+      // machine (the mock holds each join round this long minus a second).
+      consumer: { ...FAST_GROUP, sessionTimeout: 15_000, rebalanceTimeout: 20_000 },
     })
     const a = new StatefulConsumer<WordEvent>(options(tempDir()))
     onTestFinished(async () => { await a.close() })
