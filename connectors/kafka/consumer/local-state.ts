@@ -132,14 +132,20 @@ export class LocalState {
    */
   assigned(info: AssignmentInfo | undefined, active: readonly TopicPartition[], hasTask: (tp: TopicPartition) => boolean): void {
     const o = this.#o
+    const activeKeys = new Set(active.map(partitionKey))
+    // An orphan assigned here again at the very next round stays one: its
+    // task may not have taken the dead owner's claim yet (a kafkajs
+    // crash-restart closes it), and this member, which advertised it as
+    // owned meanwhile, is all the leader sees holding it. The next round
+    // only: after a round without this member it may have had a live owner.
+    const carried = info !== undefined && info.generation === this.#generation + 1 ? [...this.#orphaned].filter((key) => activeKeys.has(key)) : []
     this.#generation = info?.generation ?? this.#generation
-    this.#orphaned = new Set((info?.orphaned ?? []).map(partitionKey))
+    this.#orphaned = new Set([...(info?.orphaned ?? []).map(partitionKey), ...carried])
     this.#warmReported = false
     this.#firstWarmAt = undefined
     if (o.snapshots === undefined) return
     const wanted = new Map((info?.standbys ?? []).map((tp) => [partitionKey(tp), { tp, warmup: false }]))
     for (const tp of info?.warmups ?? []) wanted.set(partitionKey(tp), { tp, warmup: true })
-    const activeKeys = new Set(active.map(partitionKey))
     for (const [key, { tp, follower }] of this.#standbys) {
       if (wanted.has(key)) continue
       this.#standbys.delete(key)
