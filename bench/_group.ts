@@ -120,6 +120,8 @@ export class GroupBench {
   readonly changes = new EventEmitter()
   readonly members = new Map<string, Member>()
   readonly produced = new Map<number, bigint>()
+  /** When each record was sent, by partition and offset: when it began to wait for its consumer. */
+  readonly sentAt = new Map<number, Map<bigint, number>>()
   readonly partitions: number[]
   #trickle: NodeJS.Timeout | undefined
   #children = new Set<ChildProcess>()
@@ -230,11 +232,16 @@ export class GroupBench {
       topic,
       messages: messages.filter((m) => topicPartition(this.shared, m.partition).topic === topic).map((m) => ({ key: m.key, value: m.value, partition: topicPartition(this.shared, m.partition).partition })),
     })).filter((t) => t.messages.length > 0)
+    // The time of the call, not of the ack: the earliest a record can wait, so a gap measured from it is never shorter.
+    const at = now()
     const metas = await this.producer.sendBatch({ acks: -1, topicMessages })
     for (const meta of metas) {
       const p = indexOf(this.shared, { topic: meta.topicName, partition: meta.partition })
       const last = BigInt(meta.baseOffset!)
       if (last > (this.produced.get(p) ?? -1n)) this.produced.set(p, last)
+      let sent = this.sentAt.get(p)
+      if (sent === undefined) this.sentAt.set(p, sent = new Map())
+      sent.set(last, at)
     }
   }
 

@@ -15,10 +15,17 @@
  * - bytesDownloaded: restored from the snapshot store during the restarts;
  *   stateBytes: the job's stores;
  * - partitionSecondsLost: Tidemark's part, summed over every assignment
- *   and partition in it: from the assignment to the partition's next commit
- *   at that member, or to that member's next assignment (then the group
- *   had started another round: its part). roundRobinPartitionSecondsLost:
- *   the same for the baseline. groupPartitionSecondsLost (and
+ *   and partition in it: the time a record waited between the assignment
+ *   and the partition's next commit at that member (or that member's next
+ *   assignment: then the group had started another round, its part). The
+ *   wait starts at the assignment, or when the first record the partition
+ *   had not committed yet was sent, whichever is later: until a record
+ *   arrives, a resumed partition has nothing to do, and the trickle's
+ *   inter-arrival time is the source's, not Tidemark's.
+ *   partitionSecondsLostToCommit: the same from the assignment itself,
+ *   the trickle's wait included (for information).
+ *   roundRobinPartitionSecondsLost (and ...ToCommit): the same for the
+ *   baseline. groupPartitionSecondsLost (and
  *   roundRobinGroupPartitionSecondsLost): every gap between a partition's
  *   commits beyond 1 s, the group's part included.
  */
@@ -33,11 +40,17 @@ interface Outcome {
   bytesDownloaded: number
   stateBytes: number
   partitionSecondsLost: number
+  partitionSecondsLostToCommit: number
   groupPartitionSecondsLost: number
 }
 
-/** Tidemark's part: each (assignment, partition) until the partition's next commit there, or the member's next assignment. */
-export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number): number {
+/**
+ * Tidemark's part: each (assignment, partition) until the partition's next
+ * commit there, or the member's next assignment; from the assignment, or
+ * with `sentAt` from when the first record not yet committed was sent, if
+ * that is later.
+ */
+export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number, sentAt?: ReadonlyMap<number, ReadonlyMap<bigint, number>>): number {
   let lost = 0
   for (const [i, a] of events.entries()) {
     if (a.t !== 'assignment' || a.at < from) continue
@@ -45,7 +58,15 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number)
     for (const p of a.partitions) {
       const commit = events.slice(i + 1).find((e) => e.t === 'commit' && e.member === a.member && e.partition === p)?.at ?? Infinity
       const until = Math.min(commit, nextRound)
-      if (until !== Infinity) lost += until - a.at
+      if (until === Infinity) continue
+      let waitFrom = a.at
+      if (sentAt !== undefined) {
+        // The commits carry the next offset to read: the last one before the assignment names the record that waits next.
+        const next = events.slice(0, i).findLast((e) => e.t === 'commit' && e.partition === p)
+        const sent = next?.t === 'commit' ? sentAt.get(p)?.get(BigInt(next.offset)) : undefined
+        if (sent !== undefined) waitFrom = Math.max(waitFrom, sent)
+      }
+      lost += Math.max(0, until - waitFrom)
     }
   }
   return lost / 1000
@@ -75,7 +96,8 @@ async function rolling(partitions: number, sizeMb: number, baseline: boolean): P
       partitionsHome: bench.partitions.filter((p) => after.get(p) === home.get(p)).length,
       bytesDownloaded: since.reduce((sum, e) => sum + (e.t === 'started' ? e.bytesDownloaded : 0), 0),
       stateBytes,
-      partitionSecondsLost: round(tidemarkSecondsLost(bench.events, from), 2),
+      partitionSecondsLost: round(tidemarkSecondsLost(bench.events, from, bench.sentAt), 2),
+      partitionSecondsLostToCommit: round(tidemarkSecondsLost(bench.events, from), 2),
       groupPartitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, from, end), 2),
     }
   })
@@ -92,6 +114,7 @@ export async function run(args: string[]): Promise<void> {
       sizeMb: opts['size-mb'],
       ...ours,
       roundRobinPartitionSecondsLost: roundRobin.partitionSecondsLost,
+      roundRobinPartitionSecondsLostToCommit: roundRobin.partitionSecondsLostToCommit,
       roundRobinGroupPartitionSecondsLost: roundRobin.groupPartitionSecondsLost,
       roundRobinPartitionsHome: roundRobin.partitionsHome,
       roundRobinBytesDownloaded: roundRobin.bytesDownloaded,

@@ -128,6 +128,8 @@ export async function run(args: string[]): Promise<void> {
         largePartitions: opts['large-partitions'],
         largeSizeMb: opts['large-size-mb'],
         tidemarkGapMsMaxLarge: large.tidemarkGapMsMax,
+        claimWaitMsMaxLarge: large.claimWaitMsMax,
+        restoreMsMaxLarge: large.restoreMsMax,
         movedLarge: large.moved,
         bytesDownloadedAtMoveLarge: large.bytesDownloadedAtMove,
         movedStateBytesLarge: large.movedStateBytes,
