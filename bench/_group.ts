@@ -26,7 +26,7 @@ import { ClassicLevel } from 'classic-level'
 import { PartitionAssigners, type Producer } from 'kafkajs'
 import { StatefulConsumer, type StatefulConsumerOptions } from '../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../src/dfs/fs-store.js'
-import { PartitionStore, rawCodec, valueState, type SnapshotStore } from '../src/index.js'
+import { PartitionStore, rawCodec, valueState, type Logger, type SnapshotStore } from '../src/index.js'
 import { benchKafka, benchProducer, type BenchKafka } from './_kafka.js'
 import { benchDir } from './_util.js'
 import { valueSource } from './snapshot.js'
@@ -82,6 +82,20 @@ export function topicPartition(shared: SharedSpec, index: number): { topic: stri
   return { topic: shared.topics[Math.floor(index / PER_TOPIC)]!, partition: index % PER_TOPIC }
 }
 
+function startTraceLogger(member: string): Logger {
+  const quiet = (): void => undefined
+  return {
+    debug: (fields, message) => {
+      if (message !== 'partition start') return
+      const f = fields as { topic: string; partition: number; step: string; ms: number }
+      process.stderr.write(`[trace ${member}] ${f.topic}/${f.partition} ${f.step} +${f.ms} ms\n`)
+    },
+    info: quiet,
+    warn: quiet,
+    error: quiet,
+  }
+}
+
 /** The StatefulConsumer of a member, reporting each event to `say`. */
 export function memberConsumer(shared: SharedSpec, spec: MemberSpec, store: SnapshotStore, say: (e: GroupEvent) => void): StatefulConsumer<Uint8Array> {
   const consumer = new StatefulConsumer<Uint8Array>({
@@ -93,6 +107,8 @@ export function memberConsumer(shared: SharedSpec, spec: MemberSpec, store: Snap
     handoff: { minEvents: 1000 },
     standbys: spec.standbys ?? 0,
     standby: { intervalMs: 500 },
+    // GROUP_TRACE=1: each partition's start steps (claimed, restored, opened, ready), ms since the assignment, on stderr.
+    ...(process.env.GROUP_TRACE === '1' ? { logger: startTraceLogger(spec.name) } : {}),
     ...(spec.warmup === undefined ? {} : { warmup: spec.warmup }),
     ...(spec.roundRobin === true ? { partitionAssigners: [PartitionAssigners.roundRobin] } : {}),
   })

@@ -98,7 +98,12 @@ export async function run(args: string[]): Promise<void> {
       partitions: opts.partitions,
       sizeMb: opts['size-mb'],
       ...warm,
-      noStandbys: cold,
+      // Flat, so that readme-bench reads them like the others.
+      noStandbysTidemarkGapMsMax: cold.tidemarkGapMsMax,
+      noStandbysWaitedForDeadMs: cold.waitedForDeadMs,
+      noStandbysMoved: cold.moved,
+      noStandbysBytesDownloaded: cold.bytesDownloaded,
+      noStandbysDetectMsMax: cold.detectMsMax,
       loadAvgAtStart,
       loadAvgAtEnd: loadAvg(),
     }

@@ -275,6 +275,7 @@ const ROWS: readonly Row[] = [
       phrase(f, ['tidemarkGapMsMax', 'waitedForDeadMs'], (g, w) => `assignment to first commit ≤ ${int(g)} ms, ${int(w)} ms waited for the dead`),
       phrase(f, ['moved', 'movedMinimum', 'bytesDownloaded'], (m, n, b) => `${m} moved (minimum ${n}), ${int(b)} bytes downloaded`),
       phrase(f, ['detectMsMax'], (x) => `kill to assignment ${int(x)} ms (the group's session timeout)`),
+      phrase(f, ['noStandbysTidemarkGapMsMax', 'noStandbysBytesDownloaded'], (g, b) => `without standbys: assignment to first commit ≤ ${int(g)} ms, ${int(b)} bytes downloaded`),
     ]),
   },
   {
@@ -283,7 +284,8 @@ const ROWS: readonly Row[] = [
     figures: (f) => clauses([
       phrase(f, ['partitionsHome', 'partitions'], (h, n) => `${h} of ${n} partitions home`),
       phrase(f, ['bytesDownloaded', 'stateBytes'], (b, s) => `${int(b)} bytes downloaded of ${int(s)} bytes of state`),
-      phrase(f, ['partitionSecondsLost', 'roundRobinPartitionSecondsLost'], (a, b) => `Tidemark's part ${a} partition-seconds vs ${b} with round-robin`),
+      phrase(f, ['partitionSecondsLost', 'roundRobinPartitionSecondsLost'], (a, b) => `Tidemark's part (while a record waited) ${a} partition-seconds vs ${b} with round-robin`),
+      phrase(f, ['partitionSecondsLostToCommit', 'roundRobinPartitionSecondsLostToCommit'], (a, b) => `from each assignment to the next commit ${a} vs ${b}`),
       phrase(f, ['groupPartitionSecondsLost', 'roundRobinGroupPartitionSecondsLost'], (a, b) => `with the group's rounds ${a} vs ${b}`),
     ]),
   },
