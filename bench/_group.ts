@@ -16,6 +16,10 @@
  * and measure nothing these benches are about); the loader's close() takes
  * the full snapshots, and the scenario's members start with empty state
  * directories and restore them.
+ *
+ * Members in this process share its libuv thread pool, so bench/run.ts
+ * runs these benches with UV_THREADPOOL_SIZE=16 (4 threads per member, as
+ * separate processes would have); the results say uvThreadPoolSize.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { EventEmitter } from 'node:events'
@@ -94,6 +98,11 @@ function startTraceLogger(member: string): Logger {
     warn: quiet,
     error: quiet,
   }
+}
+
+/** libuv's thread pool in this process (bench/run.ts gives the group benches 4 per member). */
+export function threadPoolSize(): number {
+  return Number(process.env.UV_THREADPOOL_SIZE ?? 4)
 }
 
 /** The StatefulConsumer of a member, reporting each event to `say`. */

@@ -25,7 +25,7 @@
  */
 import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
-import { gapAfterAssignment, GroupBench, now } from './_group.js'
+import { gapAfterAssignment, GroupBench, now, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
 
 interface Outcome {
@@ -104,6 +104,7 @@ export async function run(args: string[]): Promise<void> {
       noStandbysMoved: cold.moved,
       noStandbysBytesDownloaded: cold.bytesDownloaded,
       noStandbysDetectMsMax: cold.detectMsMax,
+      uvThreadPoolSize: threadPoolSize(),
       loadAvgAtStart,
       loadAvgAtEnd: loadAvg(),
     }

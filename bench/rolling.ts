@@ -31,7 +31,7 @@
  */
 import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
-import { GroupBench, now, partitionSecondsLost, type GroupEvent } from './_group.js'
+import { GroupBench, now, partitionSecondsLost, type GroupEvent, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
 
 interface Outcome {
@@ -118,6 +118,7 @@ export async function run(args: string[]): Promise<void> {
       roundRobinGroupPartitionSecondsLost: roundRobin.groupPartitionSecondsLost,
       roundRobinPartitionsHome: roundRobin.partitionsHome,
       roundRobinBytesDownloaded: roundRobin.bytesDownloaded,
+      uvThreadPoolSize: threadPoolSize(),
       loadAvgAtStart,
       loadAvgAtEnd: loadAvg(),
     }

@@ -29,7 +29,7 @@
  */
 import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
-import { dirBytes, gapAfterAssignment, GroupBench, partitionSecondsLost, stickyMinimum, now, topicPartition, type GroupEvent } from './_group.js'
+import { dirBytes, gapAfterAssignment, GroupBench, partitionSecondsLost, stickyMinimum, now, topicPartition, type GroupEvent, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
 
 interface Outcome {
@@ -134,6 +134,7 @@ export async function run(args: string[]): Promise<void> {
         bytesDownloadedAtMoveLarge: large.bytesDownloadedAtMove,
         movedStateBytesLarge: large.movedStateBytes,
       }),
+      uvThreadPoolSize: threadPoolSize(),
       loadAvgAtStart,
       loadAvgAtEnd: loadAvg(),
     }
