@@ -16,7 +16,7 @@ export * from './ownership/index.js'
 
 export * from './log/public.js'
 export * from './runtime/public.js'
-export * from './sync/index.js'
+export * from './synchronizer/index.js'
 export * from './logging/public.js'
 export * from './metrics/index.js'
 export * from './outputs/public.js'

@@ -35,8 +35,8 @@ import { encodeManifest, parseManifest } from '../../src/snapshot/manifest.js'
 import { Snapshotter } from '../../src/snapshot/snapshotter.js'
 import { PartitionStore } from '../../src/store/partition-store.js'
 import { STORE_MARKER } from '../../src/store/store-dir.js'
-import { compactPointKey, listCompactPoints } from '../../src/sync/compact-point.js'
-import { createStateSynchronizer } from '../../src/sync/state-synchronizer.js'
+import { compactPointKey, listCompactPoints } from '../../src/synchronizer/compact-point.js'
+import { createStateSynchronizer } from '../../src/synchronizer/state-synchronizer.js'
 import {
   applyTally, BLOB_KEYS, BLOBS, CARTS, CLOCK_MS, COMPACT_PREFIX, COUNTS, expectedPath, GOLDEN_DIR, JOB, REPLAY_JOB, SAMPLES,
   SNAPSHOT_STATES, SOURCE_TOPIC, STORE_STATES, type SampleName, type Tally, type TallyUpdate,

@@ -26,9 +26,9 @@ import { PartitionStore } from '../../src/store/partition-store.js'
 import { mapState, valueState, type StateDefinition } from '../../src/store/state.js'
 import { rawCodec } from '../../src/store/codec.js'
 import { inspectStoreDir, readMarker } from '../../src/store/store-dir.js'
-import { decodeEntry, type SyncEntry } from '../../src/sync/entry.js'
-import { decodeCompactPoint, listCompactPoints, readBody } from '../../src/sync/compact-point.js'
-import { createStateSynchronizer } from '../../src/sync/state-synchronizer.js'
+import { decodeEntry, type SyncEntry } from '../../src/synchronizer/entry.js'
+import { decodeCompactPoint, listCompactPoints, readBody } from '../../src/synchronizer/compact-point.js'
+import { createStateSynchronizer } from '../../src/synchronizer/state-synchronizer.js'
 
 /** The version of the samples: a later format gets a folder of its own beside this one, and this one stays. */
 export const GOLDEN_DIR = join(import.meta.dirname, '..', 'fixtures', 'formats', 'v1')

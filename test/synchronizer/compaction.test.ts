@@ -4,7 +4,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
 import { openFileLog, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
-import { createStateSynchronizer, type CompactPointStore, type StateSynchronizer } from '../../src/sync/index.js'
+import { createStateSynchronizer, type CompactPointStore, type StateSynchronizer } from '../../src/synchronizer/index.js'
 import { kafkaService, serviceKinds } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 
