@@ -23,7 +23,7 @@ export const ERROR_CODES = {
   TIDEMARK_TRANSACTION_CLOSED: { retriable: false, summary: 'a transaction was used after commit or abort' },
   TIDEMARK_POSITION_NOT_ADVANCING: { retriable: false, summary: 'a commit\'s position is not after the stored position of that source partition' },
   TIDEMARK_COMMIT_FAILED: { retriable: true, summary: 'LevelDB refused the commit batch; nothing of it is visible' },
-  // dfs/
+  // snapshot-store/
   TIDEMARK_DFS_NOT_FOUND: { retriable: false, summary: 'the object does not exist in the snapshot store' },
   TIDEMARK_DFS_OBJECT_EXISTS: { retriable: false, summary: 'a create-only put (ifNoneMatch) found the key already taken' },
   TIDEMARK_DFS_PRECONDITION_FAILED: { retriable: false, summary: 'a conditional put (ifMatch) found another version of the object, or none' },

@@ -19,7 +19,7 @@
 import { cp, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { openFileLog } from '../../src/log/file-log/index.js'
 import { acquireClaim } from '../../src/ownership/claim.js'
 import { parseClaim, serializeClaim, type ClaimOwner } from '../../src/ownership/record.js'

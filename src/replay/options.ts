@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import type { OutputSink, EmitContext } from '../outputs/types.js'
 import type { EventContext } from '../runtime/partition-synchronizer.js'

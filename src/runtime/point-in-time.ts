@@ -1,6 +1,6 @@
 import { readdir } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import { jsonCodec, decodeWith, type Codec } from '../store/codec.js'
 import { PartitionStore } from '../store/partition-store.js'

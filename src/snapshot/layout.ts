@@ -1,4 +1,4 @@
-import { assertKey } from '../dfs/snapshot-store.js'
+import { assertKey } from '../snapshot-store/snapshot-store.js'
 import { describe } from '../describe.js'
 
 /**

@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
 import { describe } from '../describe.js'
 

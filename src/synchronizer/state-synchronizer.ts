@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { assertPrefix } from '../dfs/snapshot-store.js'
+import { assertPrefix } from '../snapshot-store/snapshot-store.js'
 import { TidemarkError, isTidemarkError } from '../errors.js'
 import { describe } from '../describe.js'
 import { NO_REVISION, type LogEntry, type RevisionedLog } from '../log/revisioned-log.js'

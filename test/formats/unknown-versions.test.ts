@@ -4,7 +4,7 @@
 import { cp, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { isTidemarkError } from '../../src/errors.js'
 import { openFileLog } from '../../src/log/file-log/index.js'
 import { parseClaim } from '../../src/ownership/record.js'

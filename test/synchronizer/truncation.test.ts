@@ -4,7 +4,7 @@
 // client that compacts and truncates over and over.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { TidemarkError, isTidemarkError } from '../../src/errors.js'
 import { openFileLog, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { createStateSynchronizer, type CompactPointStore, type StateSynchronizer } from '../../src/synchronizer/index.js'
