@@ -11,7 +11,7 @@
  * complete: a data object above the S3 store's partSize costs more).
  */
 import type { Readable } from 'node:stream'
-import type { GetOptions, ListOptions, ObjectInfo, PutOptions, PutResult, SnapshotStore, SnapshotStoreCapabilities } from '../src/dfs/snapshot-store.js'
+import type { GetOptions, ListOptions, ObjectInfo, PutOptions, PutResult, SnapshotStore, SnapshotStoreCapabilities } from '../src/snapshot-store/snapshot-store.js'
 
 export interface RequestCounts {
   put: number

@@ -1,7 +1,7 @@
 // One member of a group bench in its own process (bench/_group.ts), so that
 // it can be SIGKILLed. argv: shared spec (JSON), member spec (JSON). Prints
 // one JSON line per event on stdout; SIGTERM closes it.
-import { FsSnapshotStore } from '../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../src/snapshot-store/fs-store.js'
 import { memberConsumer, type MemberSpec, type SharedSpec } from './_group.js'
 
 const shared = JSON.parse(process.argv[2]!) as SharedSpec

@@ -23,7 +23,7 @@ export const ERROR_CODES = {
   TIDEMARK_TRANSACTION_CLOSED: { retriable: false, summary: 'a transaction was used after commit or abort' },
   TIDEMARK_POSITION_NOT_ADVANCING: { retriable: false, summary: 'a commit\'s position is not after the stored position of that source partition' },
   TIDEMARK_COMMIT_FAILED: { retriable: true, summary: 'LevelDB refused the commit batch; nothing of it is visible' },
-  // dfs/
+  // snapshot-store/
   TIDEMARK_DFS_NOT_FOUND: { retriable: false, summary: 'the object does not exist in the snapshot store' },
   TIDEMARK_DFS_OBJECT_EXISTS: { retriable: false, summary: 'a create-only put (ifNoneMatch) found the key already taken' },
   TIDEMARK_DFS_PRECONDITION_FAILED: { retriable: false, summary: 'a conditional put (ifMatch) found another version of the object, or none' },
@@ -63,7 +63,7 @@ export const ERROR_CODES = {
   // ownership/
   TIDEMARK_OWNERSHIP_CONFLICT: { retriable: true, summary: 'another owner holds the partition\'s claim (its lease has not expired, or it has none) or won the race for it; details.reason says which (live-lease, no-lease, unreadable, newer-generation, race)' },
   TIDEMARK_OWNERSHIP_LOST: { retriable: false, summary: 'this owner\'s claim was taken over by a newer owner (higher epoch), released or removed: it must stop processing the partition' },
-  // sync/
+  // synchronizer/
   TIDEMARK_SYNC_NOT_INITIALIZED: { retriable: false, summary: 'the synchronizer has no state yet: neither the log nor a compact point holds an initial state (call initialize())' },
   TIDEMARK_SYNC_COMPACT_POINT_CORRUPT: { retriable: false, summary: 'no compact point in the snapshot store verifies and the log no longer reaches back far enough to replay without one' },
   TIDEMARK_SYNC_CLOSED: { retriable: false, summary: 'the synchronizer was closed' },

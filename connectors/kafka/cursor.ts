@@ -1,7 +1,7 @@
 import { AssignerProtocol, type Consumer, type EachBatchPayload, type IHeaders, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs'
 import { TidemarkError, isTidemarkError } from '../../src/errors.js'
 import type { LogEntry } from '../../src/log/index.js'
-import { Judge, type RecordMeta } from './judge.js'
+import { RecordEffectRule, type RecordMeta } from './record-effect.js'
 import type { ResolvedKafkaLogOptions } from './options.js'
 
 export const HEADER_WRITER = 'tidemark.writer'
@@ -26,9 +26,10 @@ export interface Verdict {
 
 /**
  * Reads one partition forward with a kafkajs consumer and judges every record
- * (see judge.ts). Effective entries are kept in a cache that readers serve
- * themselves from, so that a writer that reads up to its own record to learn
- * its verdict leaves behind exactly the entries the next fetchUpdates() needs.
+ * (see record-effect.ts). Effective entries are kept in a cache that readers
+ * serve themselves from, so that a writer that reads up to its own record to
+ * learn its verdict leaves behind exactly the entries the next fetchUpdates()
+ * needs.
  *
  * kafkajs only consumes through consumer groups. The cursor joins a group of
  * its own (a random id, offsets never committed) with an assigner that hands
@@ -46,7 +47,7 @@ export class PartitionCursor {
   #position = 0n
   /** Set by a seek until the record at #position arrives; records after it from an earlier fetch are dropped meanwhile. */
   #seekPending = false
-  #judge: Judge | undefined
+  #rule: RecordEffectRule | undefined
   /** Records below it are read only to fill the duplicate window. */
   #primeUntil = 0n
   /** Every effective entry with a revision in [#cacheFrom, #position), in order. */
@@ -70,7 +71,7 @@ export class PartitionCursor {
    * that a conditional append based on it would lose without being written.
    */
   knowsConflict(expected: bigint): boolean {
-    return this.#judge !== undefined && this.#judge.lastEffective > expected && this.#position > expected + 1n
+    return this.#rule !== undefined && this.#rule.lastEffective > expected && this.#position > expected + 1n
   }
 
   /**
@@ -79,7 +80,7 @@ export class PartitionCursor {
    */
   async prepare(expected: bigint): Promise<void> {
     const from = expected + 1n
-    if (this.#judge === undefined || from < this.#cacheFrom || from > this.#position + this.#judge.window) {
+    if (this.#rule === undefined || from < this.#cacheFrom || from > this.#position + this.#rule.window) {
       await this.#reposition(expected)
     }
   }
@@ -129,7 +130,7 @@ export class PartitionCursor {
     const reader = { next: from }
     this.#readers.add(reader)
     try {
-      if (this.#judge === undefined || from < this.#cacheFrom || from > this.#position + this.#judge.window) {
+      if (this.#rule === undefined || from < this.#cacheFrom || from > this.#position + this.#rule.window) {
         await this.#reposition(from - 1n)
       }
       let lastYielded = from - 1n
@@ -179,7 +180,7 @@ export class PartitionCursor {
     }
     const window = BigInt(this.#ctx.options.dedupeWindow)
     const start = from - window > low ? from - window : low
-    this.#judge = new Judge(lastEffective, this.#ctx.options.dedupeWindow)
+    this.#rule = new RecordEffectRule(lastEffective, this.#ctx.options.dedupeWindow)
     this.#primeUntil = from
     this.#position = start
     this.#seekPending = true
@@ -203,7 +204,7 @@ export class PartitionCursor {
       consumer.on(consumer.events.GROUP_JOIN, () => {
         // After a rebalance kafkajs restarts from the committed offset, and
         // this group commits none: point it back at where the cursor is.
-        if (this.#joined && this.#judge !== undefined) {
+        if (this.#joined && this.#rule !== undefined) {
           this.#seekPending = true
           consumer.seek({ topic: options.topic, partition: options.partition, offset: this.#position.toString() })
         }
@@ -231,7 +232,7 @@ export class PartitionCursor {
   }
 
   async #onBatch({ batch, isStale, heartbeat }: EachBatchPayload): Promise<void> {
-    if (batch.partition !== this.#ctx.options.partition || this.#judge === undefined) return
+    if (batch.partition !== this.#ctx.options.partition || this.#rule === undefined) return
     // A batch fetched from the seek target is the seek's own answer, so a
     // gap at its start (a transaction marker, removed records) is real.
     // kafkajs keeps the fetch offset on the batch without typing it.
@@ -259,10 +260,10 @@ export class PartitionCursor {
   #take(offset: bigint, message: KafkaMessage): void {
     const meta = readMeta(offset, message.headers)
     if (offset < this.#primeUntil) {
-      this.#judge!.remember(meta)
+      this.#rule!.remember(meta)
       return
     }
-    const effective = this.#judge!.judge(meta)
+    const effective = this.#rule!.takesEffect(meta)
     if (meta.writer === this.#ctx.writerId && meta.seq !== undefined && this.#own.has(meta.seq) && this.#own.get(meta.seq) === undefined) {
       this.#own.set(meta.seq, { offset, effective })
     }

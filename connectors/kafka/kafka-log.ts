@@ -27,8 +27,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaLog> 
  * - Kafka cannot append conditionally, so every record carries the writer's
  *   id and a sequence number, and a conditional record the revision it was
  *   based on. Readers decide which records took effect by one rule (see
- *   judge.ts) and skip the others; the writer learns its verdict by reading
- *   up to its own record.
+ *   record-effect.ts) and skip the others; the writer learns its verdict by
+ *   reading up to its own record.
  * - truncate() deletes records with the DeleteRecords API, keeping the
  *   duplicate window before the cut. Clusters that refuse it (librdkafka's
  *   mock does) fail with TIDEMARK_LOG_TRUNCATE_UNSUPPORTED; the records then

@@ -1,5 +1,5 @@
 import type { KafkaConfig } from 'kafkajs'
-import { describe, checkIntegerOption } from '../../src/util/index.js'
+import { describeValue, checkIntegerOption } from '../../src/util/index.js'
 
 export interface KafkaLogOptions {
   /** Bootstrap brokers, `host:port`. */
@@ -39,7 +39,7 @@ export const KAFKA_LOG_DEFAULTS = Object.freeze({
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 
 export function validateKafkaLogOptions(options: KafkaLogOptions): ResolvedKafkaLogOptions {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describeValue(options)}`)
   const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as KafkaLogOptions
   const merged = { ...KAFKA_LOG_DEFAULTS, kafka: {}, ...defined }
   const { brokers, topic } = merged
@@ -47,15 +47,15 @@ export function validateKafkaLogOptions(options: KafkaLogOptions): ResolvedKafka
     throw new TypeError(`brokers must be a non-empty array of 'host:port' strings, got ${JSON.stringify(brokers)}`)
   }
   if (typeof topic !== 'string' || !TOPIC.test(topic) || topic === '.' || topic === '..') {
-    throw new TypeError(`topic must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${describe(topic)}`)
+    throw new TypeError(`topic must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${describeValue(topic)}`)
   }
-  if (typeof merged.clientId !== 'string' || merged.clientId === '') throw new TypeError(`clientId must be a non-empty string, got ${describe(merged.clientId)}`)
+  if (typeof merged.clientId !== 'string' || merged.clientId === '') throw new TypeError(`clientId must be a non-empty string, got ${describeValue(merged.clientId)}`)
   checkIntegerOption(merged.partition, 'partition', 0, 2 ** 31 - 1)
   checkIntegerOption(merged.dedupeWindow, 'dedupeWindow', 1, 10_000_000)
   checkIntegerOption(merged.fetchWaitMs, 'fetchWaitMs', 1, 60_000)
   checkIntegerOption(merged.readTimeoutMs, 'readTimeoutMs', 1, 2 ** 31 - 1)
   checkIntegerOption(merged.cacheBytes, 'cacheBytes', 1024, 2 ** 40)
-  if (typeof merged.kafka !== 'object' || merged.kafka === null) throw new TypeError(`kafka must be an object of kafkajs options, got ${describe(merged.kafka)}`)
+  if (typeof merged.kafka !== 'object' || merged.kafka === null) throw new TypeError(`kafka must be an object of kafkajs options, got ${describeValue(merged.kafka)}`)
   return Object.freeze({ ...merged, brokers: Object.freeze([...brokers]) as string[], kafka: Object.freeze({ ...merged.kafka }) })
 }
 

@@ -1,7 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage } from '../../src/metrics/index.js'
-import { describe } from '../../src/util/index.js'
+import { describeValue } from '../../src/util/index.js'
 
 export interface PrometheusMetricsOptions {
   /** The registry the series are registered in. Default: a new one (never prom-client's global registry). */
@@ -58,7 +58,7 @@ export class PrometheusMetrics {
   #closed = false
 
   constructor(options: PrometheusMetricsOptions = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`)
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describeValue(options)}`)
     const prefix = options.prefix ?? PROMETHEUS_DEFAULTS.prefix
     if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$|^$/.test(prefix)) throw new TypeError(`options.prefix must be a Prometheus name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*), got ${JSON.stringify(prefix)}`)
     if (options.registry !== undefined && !(options.registry instanceof Registry)) throw new TypeError('options.registry must be a prom-client Registry')

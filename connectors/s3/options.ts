@@ -1,7 +1,7 @@
 import { checkIntegerOption } from '../../src/util/index.js'
-import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT, type S3StoreSettings } from '../../src/dfs/index.js'
+import { checkTransferLimit, DEFAULT_TRANSFER_LIMIT, type S3StoreSettings } from '../../src/snapshot-store/index.js'
 
-export type { S3Credentials } from '../../src/dfs/index.js'
+export type { S3Credentials } from '../../src/snapshot-store/index.js'
 
 export interface S3SnapshotStoreOptions extends S3StoreSettings {
   bucket: string

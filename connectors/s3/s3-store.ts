@@ -16,7 +16,7 @@ import {
 import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { TidemarkError, isTidemarkError } from '../../src/errors.js'
-import { AbstractSnapshotStore, bodyChunks, type InternalPutOptions, type ObjectInfo, type PutResult, type SnapshotStoreCapabilities, releaseOnClose, TransferLimiter } from '../../src/dfs/index.js'
+import { AbstractSnapshotStore, bodyChunks, type InternalPutOptions, type ObjectInfo, type PutResult, type SnapshotStoreCapabilities, releaseOnClose, TransferLimiter } from '../../src/snapshot-store/index.js'
 import { isRetriableS3Error, toTidemarkError } from './errors.js'
 import { quietSdk } from './quiet-sdk.js'
 import { resolveS3Options, type ResolvedS3Options, type S3SnapshotStoreOptions } from './options.js'

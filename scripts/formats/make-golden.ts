@@ -19,7 +19,7 @@
 import { cp, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { openFileLog } from '../../src/log/file-log/index.js'
 import { acquireClaim } from '../../src/ownership/claim.js'
 import { parseClaim, serializeClaim, type ClaimOwner } from '../../src/ownership/record.js'
@@ -35,8 +35,8 @@ import { encodeManifest, parseManifest } from '../../src/snapshot/manifest.js'
 import { Snapshotter } from '../../src/snapshot/snapshotter.js'
 import { PartitionStore } from '../../src/store/partition-store.js'
 import { STORE_MARKER } from '../../src/store/store-dir.js'
-import { compactPointKey, listCompactPoints } from '../../src/sync/compact-point.js'
-import { createStateSynchronizer } from '../../src/sync/state-synchronizer.js'
+import { compactPointKey, listCompactPoints } from '../../src/synchronizer/compact-point.js'
+import { createStateSynchronizer } from '../../src/synchronizer/state-synchronizer.js'
 import {
   applyTally, BLOB_KEYS, BLOBS, CARTS, CLOCK_MS, COMPACT_PREFIX, COUNTS, expectedPath, GOLDEN_DIR, JOB, REPLAY_JOB, SAMPLES,
   SNAPSHOT_STATES, SOURCE_TOPIC, STORE_STATES, type SampleName, type Tally, type TallyUpdate,

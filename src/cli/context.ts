@@ -5,8 +5,8 @@
  */
 import { resolve } from 'node:path'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { openSnapshotStore } from '../dfs/open.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import { openSnapshotStore } from '../snapshot-store/open.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SNAPSHOT_ID, SnapshotLayout } from '../snapshot/layout.js'
 
 /** Where main() writes and reads; process by default, captured by tests. */

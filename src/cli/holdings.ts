@@ -3,7 +3,7 @@
  * for the hint of a command whose --job or --partition finds nothing: a
  * mistyped job name must not read as a partition whose snapshots are gone.
  */
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import { listManifests } from '../snapshot/catalog.js'
 import { SnapshotLayout } from '../snapshot/layout.js'

@@ -11,7 +11,7 @@
  */
 import { createHash, type Hash } from 'node:crypto'
 import { isTidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { readManifest, type ManifestRef } from '../snapshot/catalog.js'
 import type { SnapshotLayout } from '../snapshot/layout.js'
 import type { SnapshotManifest } from '../snapshot/manifest.js'

@@ -1,4 +1,4 @@
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 import { TidemarkError } from '../errors.js'
 
 /**
@@ -109,7 +109,7 @@ export abstract class AbstractRevisionedLog implements RevisionedLog {
   /** Validates read arguments and returns `end`. */
   #checkRead(from: bigint, options: ReadOptions): bigint | undefined {
     assertRevision(from, 'from', 0n)
-    if (typeof options !== 'object' || options === null) throw new TypeError(`read options must be an object, got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`read options must be an object, got ${describeValue(options)}`)
     const { end } = options
     if (end !== undefined) {
       assertRevision(end, 'end', 0n)
@@ -173,11 +173,11 @@ export abstract class AbstractRevisionedLog implements RevisionedLog {
 const MAX_REVISION = (1n << 63n) - 1n
 
 export function assertRevision(value: unknown, name: string, min: bigint): asserts value is bigint {
-  if (typeof value !== 'bigint') throw new TypeError(`${name} must be a bigint revision, got ${describe(value)}`)
+  if (typeof value !== 'bigint') throw new TypeError(`${name} must be a bigint revision, got ${describeValue(value)}`)
   if (value < min || value > MAX_REVISION) throw new RangeError(`${name} (${value}) must be between ${min} and 2^63-1`)
 }
 
 function assertData(data: unknown): asserts data is Uint8Array {
-  if (!(data instanceof Uint8Array)) throw new TypeError(`data must be a Uint8Array, got ${describe(data)}`)
+  if (!(data instanceof Uint8Array)) throw new TypeError(`data must be a Uint8Array, got ${describeValue(data)}`)
 }
 

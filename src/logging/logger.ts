@@ -1,4 +1,4 @@
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 /**
  * A logger Tidemark can write to: pino's shape (and that of bunyan, and of
@@ -31,7 +31,7 @@ export const noopLogger: Logger = Object.freeze({
 export function checkLogger(value: unknown, name = 'logger'): Logger {
   if (value === undefined || value === noopLogger) return noopLogger
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
-    throw new TypeError(`${name} must be a logger with debug, info, warn and error methods (pino-compatible), got ${describe(value)}`)
+    throw new TypeError(`${name} must be a logger with debug, info, warn and error methods (pino-compatible), got ${describeValue(value)}`)
   }
   const missing = LEVELS.filter((level) => typeof (value as Record<string, unknown>)[level] !== 'function')
   if (missing.length > 0) throw new TypeError(`${name} must be a logger with debug, info, warn and error methods (pino-compatible); it has no ${missing.join(', ')}`)

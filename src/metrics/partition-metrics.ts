@@ -1,5 +1,5 @@
 import { channels, type OwnershipMessage, type PartitionLabels, type SnapshotLabels } from './channels.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 /**
  * The metrics of one partition as its processor (or consumer task) publishes
@@ -14,7 +14,7 @@ export class PartitionMetrics {
   constructor(labels: PartitionLabels, snapshotPartition: string = String(labels?.partition)) {
     // The labels of every metric: junk here would surface as a strange
     // series in whatever scrapes them, far from the mistake.
-    if (typeof labels !== 'object' || labels === null) throw new TypeError(`labels must be an object { job, topic, partition }, got ${describe(labels)}`)
+    if (typeof labels !== 'object' || labels === null) throw new TypeError(`labels must be an object { job, topic, partition }, got ${describeValue(labels)}`)
     for (const name of ['job', 'topic'] as const) {
       if (typeof labels[name] !== 'string' || labels[name] === '') throw new TypeError(`labels.${name} must be a non-empty string, got ${JSON.stringify(labels[name]) ?? typeof labels[name]}`)
     }

@@ -1,6 +1,6 @@
 import { TidemarkError } from '../errors.js'
 import type { RecordId } from './types.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 /** The header that carries a record's id (its string form, UTF-8) on every delivered record. */
 export const RECORD_ID_HEADER = 'tidemark-id'
@@ -18,7 +18,7 @@ const MAX_OFFSET = 2n ** 63n - 1n
  */
 export function formatRecordId(id: RecordId): string {
   // Only what parseRecordId takes back: a text no parse accepts is no id.
-  if (id === null || typeof id !== 'object') throw new TypeError(`formatRecordId(id): id must be { job, topic, partition, offset, index }, got ${describe(id)}`)
+  if (id === null || typeof id !== 'object') throw new TypeError(`formatRecordId(id): id must be { job, topic, partition, offset, index }, got ${describeValue(id)}`)
   const { job, topic, partition, offset, index } = id
   for (const [name, v] of [['job', job], ['topic', topic]] as const) {
     if (typeof v !== 'string' || v === '') throw new TypeError(`formatRecordId(id): id.${name} must be a non-empty string, got ${JSON.stringify(v)}`)
@@ -49,7 +49,7 @@ export function upstreamKey(job: string, topic: string, partition: number): stri
 
 /** Parses a string-form id (or its UTF-8 bytes); anything else fails with TIDEMARK_OUTPUT_ID_INVALID. */
 export function parseRecordId(text: string | Uint8Array): RecordId {
-  if (typeof text !== 'string' && !(text instanceof Uint8Array)) throw new TypeError(`parseRecordId(text): text must be a string or a Uint8Array, got ${describe(text)}`)
+  if (typeof text !== 'string' && !(text instanceof Uint8Array)) throw new TypeError(`parseRecordId(text): text must be a string or a Uint8Array, got ${describeValue(text)}`)
   const s = typeof text === 'string' ? text : Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString('utf8')
   const parts = s.split(':')
   const bad = (why: string): TidemarkError =>

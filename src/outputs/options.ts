@@ -1,5 +1,5 @@
 import type { DedupeMode, OutputsOptions } from './types.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 export const OUTPUTS_DEFAULTS = Object.freeze({
   maxOutboxRecords: 100_000,
@@ -26,7 +26,7 @@ const positiveInt = (value: unknown, field: string): number => {
 /** Checks options.outputs once; `field` names it in messages. */
 export function resolveOutputs(value: OutputsOptions | undefined, field = 'options.outputs'): ResolvedOutputs | undefined {
   if (value === undefined) return undefined
-  if (value === null || typeof value !== 'object') throw new TypeError(`${field} must be an object, got ${describe(value)}`)
+  if (value === null || typeof value !== 'object') throw new TypeError(`${field} must be an object, got ${describeValue(value)}`)
   const known = ['sink', 'maxOutboxRecords', 'maxOutboxBytes', 'maxBatchRecords', 'retry', 'closeTimeoutMs']
   for (const name of Object.keys(value)) if (!known.includes(name)) throw new RangeError(`unknown option ${field}.${name}; known: ${known.join(', ')}`)
   const sink = value.sink

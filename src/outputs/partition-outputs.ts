@@ -8,7 +8,7 @@ import { OutboxPublisher, type CommittedEntry } from './publisher.js'
 import { decodeOutboxChunk, OutboxChunkWriter, outboxKey, outboxKeyAt } from './record.js'
 import { DEDUPE_STATE, OUTBOX_STATE, RESERVED_STATE_NAMES } from './states.js'
 import type { DedupeMode, EmitContext, OutboxRecord, OutputRecord, OutputSink, OutputsEvent } from './types.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 const RESERVED_HEADER_PREFIX = 'tidemark-'
 const MAX_U32 = 2 ** 32 - 1
@@ -143,7 +143,7 @@ export class PartitionOutputs {
       this.#idPrefix = upstreamKey(this.#o.job, this.#o.topic, this.#o.partition)
     }
     const outputs = this.#o.outputs!
-    if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${describe(record)}`)
+    if (record === null || typeof record !== 'object') throw new TypeError(`emit(record): record must be an object, got ${describeValue(record)}`)
     // A misspelt field (valeu) would otherwise emit a tombstone or an unkeyed record without a word.
     for (const name in record) {
       if (!RECORD_FIELDS.has(name) && Object.hasOwn(record, name)) throw new RangeError(`emit(record): unknown field record.${name}; known: ${[...RECORD_FIELDS].join(', ')}`)
@@ -394,7 +394,7 @@ export async function readOutbox(store: PartitionStore): Promise<OutboxRecord[]>
 
 function checkStore(store: unknown, fn: string): void {
   if (typeof (store as PartitionStore | null | undefined)?.transaction !== 'function') {
-    throw new TypeError(`${fn}(store): store must be an open PartitionStore, got ${describe(store)}`)
+    throw new TypeError(`${fn}(store): store must be an open PartitionStore, got ${describeValue(store)}`)
   }
 }
 

@@ -2,7 +2,7 @@
 // records share one private reader and writer; split, both would be exported.
 import type { Codec } from '../store/codec.js'
 import type { EncodedRecords, OutboxRecord } from './types.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 const MAGIC = Buffer.from('TMO\x01', 'latin1')
 const [MAGIC_0, MAGIC_1, MAGIC_2, MAGIC_3] = MAGIC as unknown as [number, number, number, number]
@@ -48,7 +48,7 @@ export function encodeOutboxRecord(r: OutboxRecord): Buffer {
 
 /** The inverse of encodeOutboxRecord; throws an Error naming what is wrong (callers wrap it as a decode failure). */
 export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError(`decodeOutboxRecord(bytes): bytes must be a Uint8Array, got ${describe(bytes)}`)
+  if (!(bytes instanceof Uint8Array)) throw new TypeError(`decodeOutboxRecord(bytes): bytes must be a Uint8Array, got ${describeValue(bytes)}`)
   const b = asBuffer(bytes)
   return new RecordReader(b).record(0, b.length)
 }

@@ -1,5 +1,5 @@
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
 import type { VerifiedManifests } from '../snapshot/catalog.js'
 import { acquireClaim, readClaim, type Claim } from './claim.js'

@@ -3,10 +3,10 @@ import { hostname } from 'node:os'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Readable } from 'node:stream'
 import { TidemarkError, isTidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
-import { describe } from '../describe.js'
+import { describeValue as describe } from '../util/describe-value.js'
 import { memberLeaseHolds, type MemberLease } from './member-lease.js'
 
 /**

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
-import { describe } from '../describe.js'
+import { describeValue as describe } from '../util/describe-value.js'
 
 /** The `format` of a member lease object; one of another format is unreadable to this version. */
 export const MEMBER_LEASE_FORMAT = 'tidemark-member/1'

@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import type { OutputSink, EmitContext } from '../outputs/types.js'
 import type { EventContext } from '../runtime/partition-synchronizer.js'
@@ -8,7 +8,7 @@ import type { StateDefinition } from '../store/state.js'
 import type { Transaction } from '../store/transaction.js'
 import { RESERVED_STATE_NAMES } from '../outputs/states.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 /** What a replay's handler gets: the event's source position and, with an output, emit(). */
 export type ReplayContext = EventContext & EmitContext
@@ -258,7 +258,7 @@ function startJob(value: unknown): string {
 }
 
 function object(value: unknown, name: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object') throw new TypeError(`${name} must be an object, got ${describe(value)}`)
+  if (value === null || typeof value !== 'object') throw new TypeError(`${name} must be an object, got ${describeValue(value)}`)
   return value as Record<string, unknown>
 }
 

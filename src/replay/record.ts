@@ -1,5 +1,5 @@
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { readAll } from '../snapshot/catalog.js'
 import type { SnapshotLayout } from '../snapshot/layout.js'
 import type { ResolvedReplay } from './options.js'

@@ -14,7 +14,7 @@ import { PartitionMetrics } from '../metrics/partition-metrics.js'
 import { observeProcessorEvent } from './observe.js'
 import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js'
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 import { sleep } from '../util/index.js'
 import { checkClaimStore, PartitionLifecycle } from './partition-lifecycle.js'
 import { PROCESSOR_DEFAULTS, type OwnershipSettings, type PartitionProcessorOptions, type ProcessorEvents, type SnapshotSettings, type StartResult } from './processor-options.js'
@@ -179,7 +179,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * runs (run()'s, say) waits for it and then catches up from where it ended.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${describeValue(options)}`)
     if (options.end !== undefined) assertRevision(options.end, 'catchUp(options): options.end', 0n)
     if (options.signal !== undefined) checkSignal(options.signal, 'catchUp(options): options.signal')
     // One at a time: two would read from the same position and apply the
@@ -328,7 +328,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
     return undefined
   }
   checkClaimStore(snapshots.store, 'options.snapshots.store')
-  if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${describe(value)}`)
+  if (value !== undefined && (value === null || typeof value !== 'object')) throw new TypeError(`options.ownership must be an object, got ${describeValue(value)}`)
   const known = ['leaseMs', 'takeover', 'owner', 'clock', 'memberLease']
   for (const name of Object.keys(value ?? {})) {
     if (!known.includes(name)) throw new RangeError(`unknown option options.ownership.${name}; known: ${known.join(', ')}`)
@@ -342,7 +342,7 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
   if (typeof clock !== 'function') throw new TypeError(`options.ownership.clock must be a function returning milliseconds, got ${typeof clock}`)
   const memberLease = value?.memberLease
   if (memberLease !== undefined) {
-    if (!(memberLease instanceof MemberLease)) throw new TypeError(`options.ownership.memberLease must be a MemberLease (MemberLease.start()), got ${describe(memberLease)}`)
+    if (!(memberLease instanceof MemberLease)) throw new TypeError(`options.ownership.memberLease must be a MemberLease (MemberLease.start()), got ${describeValue(memberLease)}`)
     if (value?.leaseMs !== undefined) throw new RangeError('options.ownership.leaseMs and options.ownership.memberLease exclude each other: a claim held by the member lease has no lease of its own')
     if (memberLease.store !== snapshots.store) throw new RangeError(`options.ownership.memberLease lives in ${memberLease.store.url}, not in options.snapshots.store (${snapshots.store.url})`)
     if (memberLease.state !== 'held') throw new RangeError(`options.ownership.memberLease is ${memberLease.state}: start a new one`)
@@ -359,6 +359,6 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
 const BACKGROUND_EVENTS: ReadonlySet<keyof ProcessorEvents> = new Set(['snapshot', 'snapshot-failed', 'snapshotter', 'restore', 'ownership', 'outputs'])
 
 function checkSignal(signal: unknown, what: string): void {
-  if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${describe(signal)}`)
+  if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${describeValue(signal)}`)
 }
 

@@ -3,7 +3,7 @@ import { NO_REVISION, type RevisionedLog } from '../log/revisioned-log.js'
 import { decodeFailed, type Codec } from '../store/codec.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Transaction } from '../store/transaction.js'
-import type { StateSynchronizer } from '../sync/state-synchronizer.js'
+import type { StateSynchronizer } from '../synchronizer/state-synchronizer.js'
 
 /** Where an event came from; handed to the handler with the event. */
 export interface EventContext {

@@ -1,6 +1,6 @@
 import { readdir } from 'node:fs/promises'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { RevisionedLog } from '../log/revisioned-log.js'
 import { jsonCodec, decodeWith, type Codec } from '../store/codec.js'
 import { PartitionStore } from '../store/partition-store.js'
@@ -10,7 +10,7 @@ import { SnapshotLayout } from '../snapshot/layout.js'
 import { restoreSnapshot } from '../snapshot/restore/index.js'
 import { PartitionSynchronizer, type EventHandler } from './partition-synchronizer.js'
 import { ProgressMeter, type Progress } from './progress.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 export interface PointInTimeOptions<E> {
   job: string
@@ -52,7 +52,7 @@ export interface PointInTimeResult {
  * log replayed through the handler up to the target.
  */
 export async function restoreToPoint<E>(options: PointInTimeOptions<E>): Promise<PointInTimeResult> {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describeValue(options)}`)
   const { job, topic, partition, log, states, handler, snapshotStore, path } = options
   const codec = options.codec ?? jsonCodec<E>()
   if (typeof path !== 'string' || path === '') throw new TypeError('options.path must be a non-empty string')

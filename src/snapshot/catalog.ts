@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
+import type { ObjectInfo, SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { corrupt, type CorruptReason } from './archive.js'
 import { MAX_EPOCH, type SnapshotLayout } from './layout.js'
 import { MAX_MANIFEST_BYTES, NewerManifestVersionError, parseManifest, type SnapshotManifest } from './manifest.js'

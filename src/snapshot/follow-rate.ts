@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 
 /** Time as a SnapshotFollower sees it; tests pass their own to drive polling and the byte budget without waiting. */
 export interface FollowerClock {

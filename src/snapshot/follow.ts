@@ -1,7 +1,7 @@
 import { mkdir, rm } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { callListener } from '../logging/listener.js'
 import { checkLogger, type Logger } from '../logging/logger.js'
 import { corrupt, type CorruptReason } from './archive.js'

@@ -1,4 +1,4 @@
-import type { ObjectInfo, SnapshotStore } from '../dfs/snapshot-store.js'
+import type { ObjectInfo, SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { CorruptReason } from './archive.js'
 import { listManifests, listObjects, newestFirst, readTrusted, type ManifestRef } from './catalog.js'
 import type { SnapshotLayout } from './layout.js'

@@ -1,5 +1,5 @@
-import { assertKey } from '../dfs/snapshot-store.js'
-import { describe } from '../describe.js'
+import { assertKey } from '../snapshot-store/snapshot-store.js'
+import { describeValue } from '../util/describe-value.js'
 
 /**
  * Where one partition's snapshots live in a snapshot store:
@@ -80,7 +80,7 @@ function partitionNumber(n: number): string {
 }
 
 function checkSegment(value: unknown, name: string): string {
-  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, got ${describe(value)}`)
+  if (typeof value !== 'string') throw new TypeError(`${name} must be a string, got ${describeValue(value)}`)
   if (value.includes('/')) throw new RangeError(`${name} ('${value}') must not contain '/'`)
   assertKey(value, name)
   return value

@@ -1,6 +1,6 @@
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { PartitionStore } from '../store/partition-store.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 const MiB = 1024 * 1024
 
@@ -57,13 +57,13 @@ export function checkSchedulerClock(value: unknown, name: string): SchedulerCloc
   if (value === undefined) return REAL_SCHEDULER_CLOCK
   const clock = value as Partial<SchedulerClock> | null
   if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function' || typeof clock.every !== 'function') {
-    throw new TypeError(`${name} must be an object with now() and every(ms, fn) functions, got ${describe(value)}`)
+    throw new TypeError(`${name} must be an object with now() and every(ms, fn) functions, got ${describeValue(value)}`)
   }
   return clock as SchedulerClock
 }
 
 export function checkObject(value: unknown, what: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${describe(value)}`)
+  if (value === null || typeof value !== 'object') throw new TypeError(`${what} must be an object, got ${describeValue(value)}`)
   return value as Record<string, unknown>
 }
 

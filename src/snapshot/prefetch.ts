@@ -1,6 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { extractRun } from './archive.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'

@@ -1,5 +1,5 @@
 import type { TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
 import type { CorruptReason } from './archive.js'

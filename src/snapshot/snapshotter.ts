@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto'
 import { rm } from 'node:fs/promises'
 import { asTidemarkError, isTidemarkError, TidemarkError } from '../errors.js'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import { archiveSize, packFiles, type PackedEntry } from './archive.js'
 import { listManifests, listObjects, readAll, readManifest, readValidManifests, type ManifestRef } from './catalog.js'

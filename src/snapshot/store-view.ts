@@ -2,7 +2,7 @@ import { TidemarkError } from '../errors.js'
 import { MAX_SEQUENCE, type SnapshotLayout } from './layout.js'
 import type { ManifestRef } from './catalog.js'
 import type { SnapshotManifest } from './manifest.js'
-import type { ObjectInfo } from '../dfs/snapshot-store.js'
+import type { ObjectInfo } from '../snapshot-store/snapshot-store.js'
 import type { SnapshotterEvent } from './snapshotter-types.js'
 
 /**

@@ -1,4 +1,4 @@
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 /**
  * The byte layout of a partition store. Every LevelDB key starts with one
  * namespace byte, so that state keys and the store's own metadata can never
@@ -28,7 +28,7 @@ export function keyBytes(key: KeyInput, what: string, maxBytes: number): Buffer 
   let bytes: Buffer
   if (typeof key === 'string') bytes = Buffer.from(key, 'utf8')
   else if (key instanceof Uint8Array) bytes = Buffer.from(key.buffer, key.byteOffset, key.byteLength)
-  else throw new TypeError(`${what} must be a string or a Uint8Array, got ${describe(key)}`)
+  else throw new TypeError(`${what} must be a string or a Uint8Array, got ${describeValue(key)}`)
   if (bytes.length === 0) throw new RangeError(`${what} must not be empty`)
   if (bytes.length > maxBytes) throw new RangeError(`${what} is ${bytes.length} bytes; the limit is ${maxBytes}`)
   return bytes

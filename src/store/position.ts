@@ -1,4 +1,4 @@
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 /**
  * A source position: the offset of the last event whose effects are in the
  * store, per source partition. Offsets are bigint because Kafka offsets are
@@ -33,7 +33,7 @@ export function validatePosition(position: unknown, argument = 'position'): Posi
 
 function checkObject(position: unknown, argument: string): void {
   if (position === null || typeof position !== 'object') {
-    throw new TypeError(`${argument} must be { topic, partition, offset }, got ${describe(position)}`)
+    throw new TypeError(`${argument} must be { topic, partition, offset }, got ${describeValue(position)}`)
   }
 }
 

@@ -3,7 +3,7 @@ import { decodeWith, encodeWith, isJsonCodec, type Codec } from './codec.js'
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 import { type ByteRange, type CommitOptions, MAX_KEY_IDS, type MapView, NOT_CACHED, type PendingWrite, type ScanOptions, type TransactionHost, type ValueView, keyOfId, pendingBytes } from './transaction-types.js'
 import { describeKey, jsonExact, jsonText, parseJson, settle, successor } from './transaction-util.js'
 
@@ -63,7 +63,7 @@ export class Transaction {
   #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
 
   constructor(host: TransactionHost, options: TransactionOptions = {}) {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${describeValue(options)}`)
     this.#host = host
     const after = options.after
     if (after !== undefined) {
@@ -396,7 +396,7 @@ export class Transaction {
     options: ScanOptions<K>,
     what: string,
   ): AsyncGenerator<[K, V]> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`entries(options): options must be an object ({ prefix?, gt?, gte?, lt?, lte?, reverse?, limit? }), got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`entries(options): options must be an object ({ prefix?, gt?, gte?, lt?, lte?, reverse?, limit? }), got ${describeValue(options)}`)
     const max = this.#host.maxKeyBytes
     const enc = (k: K, field: string): Buffer => Buffer.concat([base, keyBytes(k as KeyInput, `${what} (${field})`, max)])
     const limit = options.limit ?? Infinity

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { inspect } from 'node:util'
-import { describe as describeValue } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 /**
  * The test functions of the caller's runner, so that the suites import no

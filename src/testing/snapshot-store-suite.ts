@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { mapLimit } from '../util/index.js'
 import { assertMatch, checkRunner, Registrar, rejectsMatching, throwsSync, type SuiteRunner } from './runner.js'
 import { chunksOf, collect, listKeys, randomStream, readAll, sha256 } from './streams.js'

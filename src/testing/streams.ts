@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
-import type { SnapshotStore } from '../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 
 /** Reads a stream to its end. */
 export async function readAll(stream: Readable): Promise<Buffer> {

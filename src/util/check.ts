@@ -1,4 +1,4 @@
-import { describe } from '../describe.js'
+import { describeValue } from './describe-value.js'
 
 /** Throws a RangeError naming the first key of options that is not in known. */
 export function checkKnown(options: Record<string, unknown>, known: readonly string[], what: string): void {
@@ -20,7 +20,7 @@ export function checkInt(value: unknown, name: string, min: number, max = Number
  * max): their messages are matched by users' tests and logs.
  */
 export function checkIntegerOption(value: unknown, name: string, min: number, max?: number): number {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describeValue(value)}`)
   if (!Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
     throw new RangeError(max === undefined ? `${name} (${value}) must be an integer >= ${min}` : `${name} (${value}) must be an integer from ${min} to ${max}`)
   }

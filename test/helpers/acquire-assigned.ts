@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../../src/dfs/snapshot-store.js'
+import type { SnapshotStore } from '../../src/snapshot-store/snapshot-store.js'
 import { acquireAssigned } from '../../src/ownership/assigned.js'
 import type { Claim } from '../../src/ownership/claim.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../../src/snapshot/catalog.js'

@@ -3,7 +3,7 @@
 // once); the next owner restores that snapshot and replays the few events.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type WordEvent } from './fixture.js'

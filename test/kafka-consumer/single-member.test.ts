@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type WordEvent } from './fixture.js'

@@ -4,7 +4,7 @@
 // sync is downloaded (here nothing: the copy is at the newest snapshot).
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { kafkaService } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from './fixture.js'

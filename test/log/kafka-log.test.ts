@@ -1,7 +1,7 @@
 import { Kafka, logLevel } from 'kafkajs'
 import { describe, expect, it, type TestContext } from 'vitest'
 import { KAFKA_LOG_DEFAULTS, openKafkaLog, type KafkaLog, type KafkaLogOptions } from '../../connectors/kafka/index.js'
-import { Judge, type RecordMeta } from '../../connectors/kafka/judge.js'
+import { RecordEffectRule, type RecordMeta } from '../../connectors/kafka/record-effect.js'
 import { NO_REVISION, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { kafkaService, serviceKinds } from '../helpers/services.js'
 import { randomName } from '../helpers/tmp.js'
@@ -44,26 +44,26 @@ const meta = (offset: number, writer?: string, seq?: number, basis?: number): Re
   basis: basis === undefined ? undefined : BigInt(basis),
 })
 
-describe('the Kafka verdict rule (judge.ts)', () => {
+describe('the Kafka verdict rule (record-effect.ts)', () => {
   it('a conditional record takes effect only if nothing took effect between its basis and itself', () => {
-    const judge = new Judge(-1n, 100)
-    expect(judge.judge(meta(0, 'a', 1, -1))).toBe(true)
-    expect(judge.judge(meta(1, 'b', 1, -1))).toBe(false) // based before 0
-    expect(judge.judge(meta(2, 'b', 2, 0))).toBe(true) // 1 lost, so nothing lies between 0 and 2
-    expect(judge.judge(meta(3, 'a', 2, 0))).toBe(false)
-    expect(judge.judge(meta(4))).toBe(true) // a plain record
-    expect(judge.judge(meta(5, 'a', 3, 9))).toBe(false) // a basis after itself
-    expect(judge.lastEffective).toBe(4n)
+    const rule = new RecordEffectRule(-1n, 100)
+    expect(rule.takesEffect(meta(0, 'a', 1, -1))).toBe(true)
+    expect(rule.takesEffect(meta(1, 'b', 1, -1))).toBe(false) // based before 0
+    expect(rule.takesEffect(meta(2, 'b', 2, 0))).toBe(true) // 1 lost, so nothing lies between 0 and 2
+    expect(rule.takesEffect(meta(3, 'a', 2, 0))).toBe(false)
+    expect(rule.takesEffect(meta(4))).toBe(true) // a plain record
+    expect(rule.takesEffect(meta(5, 'a', 3, 9))).toBe(false) // a basis after itself
+    expect(rule.lastEffective).toBe(4n)
   })
 
   it('skips a copy of a (writer, seq) pair within the window, and only there', () => {
-    const judge = new Judge(-1n, 3)
-    expect(judge.judge(meta(0, 'w', 1))).toBe(true)
-    expect(judge.judge(meta(1, 'w', 2))).toBe(true)
-    expect(judge.judge(meta(2, 'w', 1))).toBe(false)
-    expect(judge.judge(meta(3, 'x', 1))).toBe(true)
-    expect(judge.judge(meta(4, 'w', 1))).toBe(false) // the copy at 2 is within 3 offsets
-    expect(judge.judge(meta(8, 'w', 1))).toBe(true) // nothing of (w, 1) in 5..7
+    const rule = new RecordEffectRule(-1n, 3)
+    expect(rule.takesEffect(meta(0, 'w', 1))).toBe(true)
+    expect(rule.takesEffect(meta(1, 'w', 2))).toBe(true)
+    expect(rule.takesEffect(meta(2, 'w', 1))).toBe(false)
+    expect(rule.takesEffect(meta(3, 'x', 1))).toBe(true)
+    expect(rule.takesEffect(meta(4, 'w', 1))).toBe(false) // the copy at 2 is within 3 offsets
+    expect(rule.takesEffect(meta(8, 'w', 1))).toBe(true) // nothing of (w, 1) in 5..7
   })
 
   it('a reader that starts mid-log after an effective record reaches the verdicts of one that read everything', () => {
@@ -89,13 +89,13 @@ describe('the Kafka verdict rule (judge.ts)', () => {
         seqs.set(writer, seq)
         records.push(meta(offset, writer, seq, kind === 1 ? undefined : offset - 1 - random(3)))
       }
-      const full = new Judge(-1n, window)
-      const verdicts = records.map((r) => full.judge(r))
+      const full = new RecordEffectRule(-1n, window)
+      const verdicts = records.map((r) => full.takesEffect(r))
       for (let start = 1; start < records.length; start++) {
         if (!verdicts[start - 1]) continue
-        const late = new Judge(BigInt(start - 1), window)
+        const late = new RecordEffectRule(BigInt(start - 1), window)
         for (const r of records.slice(Math.max(0, start - window), start)) late.remember(r)
-        expect(records.slice(start).map((r) => late.judge(r)), `round ${round} from ${start}`).toEqual(verdicts.slice(start))
+        expect(records.slice(start).map((r) => late.takesEffect(r)), `round ${round} from ${start}`).toEqual(verdicts.slice(start))
       }
     }
   })

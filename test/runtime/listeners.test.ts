@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { expect, it } from 'vitest'
 import { FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type OwnershipEvent } from '../../src/index.js'
-import type { PutOptions, PutResult } from '../../src/dfs/snapshot-store.js'
+import type { PutOptions, PutResult } from '../../src/snapshot-store/snapshot-store.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const counts = valueState<number>('counts')

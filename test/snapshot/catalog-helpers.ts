@@ -2,7 +2,7 @@
 // objects written straight into a snapshot store, so that a test can make a
 // manifest broken, junk or oversized without a LevelDB store behind it.
 import { randomBytes } from 'node:crypto'
-import type { SnapshotStore } from '../../src/dfs/snapshot-store.js'
+import type { SnapshotStore } from '../../src/snapshot-store/snapshot-store.js'
 import { SnapshotLayout, snapshotId } from '../../src/snapshot/layout.js'
 import { encodeManifest, type SnapshotManifest } from '../../src/snapshot/manifest.js'
 

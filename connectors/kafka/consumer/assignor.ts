@@ -1,5 +1,5 @@
 import { AssignerProtocol, type PartitionAssigner } from 'kafkajs'
-import { describe } from '../../../src/util/index.js'
+import { describeValue as describe } from '../../../src/util/index.js'
 import {
   decodeAssignmentInfo,
   decodeSubscription,

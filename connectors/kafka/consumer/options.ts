@@ -1,6 +1,6 @@
 import type { IHeaders, KafkaConfig, PartitionAssigner } from 'kafkajs'
-import type { SnapshotStore } from '../../../src/dfs/index.js'
-import { describe } from '../../../src/util/index.js'
+import type { SnapshotStore } from '../../../src/snapshot-store/index.js'
+import { describeValue as describe } from '../../../src/util/index.js'
 import { jsonCodec, type Codec, type PartitionStoreOptions, type StateDefinition, type Transaction } from '../../../src/store/index.js'
 import type { SnapshotSchedulerOptions, SnapshotterOptions } from '../../../src/snapshot/index.js'
 import { resolveDedupe, resolveOutputs, type ResolvedOutputs, type DedupeMode, type EmitContext, type OutputsOptions } from '../../../src/outputs/index.js'

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type PartitionAssigner, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
-import { describe } from '../../../src/util/index.js'
+import { describeValue as describe } from '../../../src/util/index.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { callListener } from '../../../src/logging/index.js'
 import type { PartitionStore } from '../../../src/store/index.js'

@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../../snapshot-store/snapshot-store.js'
 import { collectGarbage } from '../../snapshot/gc.js'
 import { SNAPSHOT_DEFAULTS } from '../../snapshot/options.js'
 import { EXIT, help, int, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, print, withSnapshotStore, type CliIO, type Command } from '../context.js'

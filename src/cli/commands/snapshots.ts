@@ -1,5 +1,5 @@
 import { TidemarkError } from '../../errors.js'
-import type { SnapshotStore } from '../../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../../snapshot-store/snapshot-store.js'
 import { listManifests, readManifest, type ManifestRef } from '../../snapshot/catalog.js'
 import type { SnapshotLayout } from '../../snapshot/layout.js'
 import type { SnapshotManifest } from '../../snapshot/manifest.js'

@@ -1,5 +1,5 @@
 import { mkdir, stat } from 'node:fs/promises'
-import { describe } from '../../describe.js'
+import { describeValue } from '../../util/describe-value.js'
 import { isAbsolute, resolve } from 'node:path'
 import { AbstractRevisionedLog, type LogEntry } from '../revisioned-log.js'
 import { LogCore } from './core.js'
@@ -103,7 +103,7 @@ export class FileLog extends AbstractRevisionedLog {
 
   constructor(dir: string, options: FileLogOptions = {}) {
     super()
-    if (typeof dir !== 'string' || dir === '') throw new TypeError(`dir must be a non-empty path string, got ${describe(dir)}`)
+    if (typeof dir !== 'string' || dir === '') throw new TypeError(`dir must be a non-empty path string, got ${describeValue(dir)}`)
     if (!isAbsolute(dir)) throw new RangeError(`dir ('${dir}') must be an absolute path`)
     this.dir = resolve(dir)
     this.location = this.dir
@@ -155,7 +155,7 @@ export class FileLog extends AbstractRevisionedLog {
    */
   async appendAll(entries: readonly Uint8Array[]): Promise<bigint> {
     if (!Array.isArray(entries) || entries.length === 0) throw new TypeError('appendAll(entries): entries must be a non-empty array of Uint8Array')
-    for (const data of entries) if (!(data instanceof Uint8Array)) throw new TypeError(`appendAll(entries): every entry must be a Uint8Array, got ${describe(data)}`)
+    for (const data of entries) if (!(data instanceof Uint8Array)) throw new TypeError(`appendAll(entries): every entry must be a Uint8Array, got ${describeValue(data)}`)
     this.assertOpen()
     this.#checkWritable('appendAll')
     return this.#track(this.#log.appendAll(entries))

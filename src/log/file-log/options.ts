@@ -1,4 +1,4 @@
-import { describe } from '../../describe.js'
+import { describeValue } from '../../util/describe-value.js'
 import { checkIntegerOption } from '../../util/index.js'
 import { RECORD_HEADER_BYTES } from '../record.js'
 
@@ -47,14 +47,14 @@ export const FILE_LOG_DEFAULTS: Readonly<Required<FileLogOptions>> = Object.free
 })
 
 export function validateOptions(options: FileLogOptions): Readonly<Required<FileLogOptions>> {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describeValue(options)}`)
   const merged = { ...FILE_LOG_DEFAULTS, ...withoutUndefined(options) }
   checkIntegerOption(merged.segmentBytes, 'segmentBytes', 4096, 2 ** 40)
   checkIntegerOption(merged.lockTimeoutMs, 'lockTimeoutMs', 0, 2 ** 31)
   checkIntegerOption(merged.maxRecordBytes, 'maxRecordBytes', 1, 2 ** 31 - RECORD_HEADER_BYTES)
-  if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describe(merged.sync)}`)
-  if (typeof merged.readOnly !== 'boolean') throw new TypeError(`readOnly must be a boolean, got ${describe(merged.readOnly)}`)
-  if (typeof merged.relay !== 'boolean') throw new TypeError(`relay must be a boolean, got ${describe(merged.relay)}`)
+  if (typeof merged.sync !== 'boolean') throw new TypeError(`sync must be a boolean, got ${describeValue(merged.sync)}`)
+  if (typeof merged.readOnly !== 'boolean') throw new TypeError(`readOnly must be a boolean, got ${describeValue(merged.readOnly)}`)
+  if (typeof merged.relay !== 'boolean') throw new TypeError(`relay must be a boolean, got ${describeValue(merged.relay)}`)
   return Object.freeze(merged)
 }
 

@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../../dfs/snapshot-store.js'
+import type { SnapshotStore } from '../../snapshot-store/snapshot-store.js'
 import type { Position } from '../../store/position.js'
 import type { CorruptReason } from '../archive.js'
 import type { ManifestRef } from '../catalog.js'

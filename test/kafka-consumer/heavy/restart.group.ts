@@ -5,7 +5,7 @@
 // one rebalance its join starts, under the member id it had.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../../src/snapshot-store/fs-store.js'
 import { kafkaService } from '../../helpers/services.js'
 import { randomName, tempDir } from '../../helpers/tmp.js'
 import { byPartition, committedThrough, consumerOptions, FAST_GROUP, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'

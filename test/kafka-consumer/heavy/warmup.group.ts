@@ -5,7 +5,7 @@
 // at a time here (maxWarmups: 1). The new owner restores from its copy.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type TopicPartition } from '../../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../../src/snapshot-store/fs-store.js'
 import type { SnapshotStore } from '../../../src/index.js'
 import { kafkaService } from '../../helpers/services.js'
 import { randomName, tempDir } from '../../helpers/tmp.js'

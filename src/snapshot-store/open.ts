@@ -4,7 +4,7 @@ import { TidemarkError } from '../errors.js'
 import { FsSnapshotStore } from './fs-store.js'
 import { snapshotStoreSchemes, type S3StoreSettings } from './schemes.js'
 import type { SnapshotStore } from './snapshot-store.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 
 export interface OpenSnapshotStoreOptions {
   /** Options for s3:// URLs beyond those the URL carries; they win over the URL's query parameters. */
@@ -29,7 +29,7 @@ const S3_QUERY_PARAMETERS = new Set(['endpoint', 'region', 'forcePathStyle'])
  */
 export async function openSnapshotStore(url: string, options: OpenSnapshotStoreOptions = {}): Promise<SnapshotStore> {
   if (typeof url !== 'string') throw new TypeError(`url must be a string, got ${typeof url}`)
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describeValue(options)}`)
   if (options.mustExist !== undefined && typeof options.mustExist !== 'boolean') throw new TypeError(`options.mustExist must be a boolean, got ${typeof options.mustExist}`)
   let parsed: URL
   try {

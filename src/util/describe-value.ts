@@ -4,7 +4,7 @@
  * log line), a bigint with its n, an object's constructor name, else its
  * type and value ('number 5', 'symbol Symbol(x)'); a function by its name.
  */
-export function describe(value: unknown): string {
+export function describeValue(value: unknown): string {
   if (value === null) return 'null'
   if (value === undefined) return 'undefined'
   if (typeof value === 'string') return `'${printable(value)}'`

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { assertPrefix } from '../dfs/snapshot-store.js'
+import { assertPrefix } from '../snapshot-store/snapshot-store.js'
 import { TidemarkError, isTidemarkError } from '../errors.js'
-import { describe } from '../describe.js'
+import { describeValue } from '../util/describe-value.js'
 import { NO_REVISION, type LogEntry, type RevisionedLog } from '../log/revisioned-log.js'
 import { encodeWith, jsonCodec, type Codec } from '../store/codec.js'
 import {
@@ -106,19 +106,19 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
   readonly #logger: Logger
 
   constructor(options: StateSynchronizerOptions<S, U>) {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${describeValue(options)}`)
     const { log, apply, updateCodec = jsonCodec<U>(), stateCodec = jsonCodec<S>(), compactPoints, logger } = options
     this.#logger = checkLogger(logger, 'options.logger')
     for (const name of ['read', 'append', 'appendConditionally', 'truncate'] as const) {
-      if (typeof log?.[name] !== 'function') throw new TypeError(`log must be a RevisionedLog (with ${name}()), got ${describe(log)}`)
+      if (typeof log?.[name] !== 'function') throw new TypeError(`log must be a RevisionedLog (with ${name}()), got ${describeValue(log)}`)
     }
-    if (typeof apply !== 'function') throw new TypeError(`apply must be a function (state, update) => state, got ${describe(apply)}`)
+    if (typeof apply !== 'function') throw new TypeError(`apply must be a function (state, update) => state, got ${describeValue(apply)}`)
     assertCodec(updateCodec, 'updateCodec')
     assertCodec(stateCodec, 'stateCodec')
     if (compactPoints !== undefined) {
       const { store, prefix } = compactPoints ?? {}
       for (const name of ['put', 'get', 'list', 'deleteMany'] as const) {
-        if (typeof store?.[name] !== 'function') throw new TypeError(`compactPoints.store must be a snapshot store (with ${name}()), got ${describe(store)}`)
+        if (typeof store?.[name] !== 'function') throw new TypeError(`compactPoints.store must be a snapshot store (with ${name}()), got ${describeValue(store)}`)
       }
       assertPrefix(prefix)
       if (prefix === '') throw new RangeError('compactPoints.prefix must not be empty: the compact points of one state need a prefix of their own')
@@ -153,7 +153,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
   }
 
   async updateStateWithResult<R>(generator: UpdateGenerator<S, U, R>): Promise<R> {
-    if (typeof generator !== 'function') throw new TypeError(`generator must be a function (state, updates) => result, got ${describe(generator)}`)
+    if (typeof generator !== 'function') throw new TypeError(`generator must be a function (state, updates) => result, got ${describeValue(generator)}`)
     return this.#exclusive(async () => {
       await this.#ensureInitialized()
       for (;;) {
@@ -211,7 +211,7 @@ class Synchronizer<S, U> implements StateSynchronizer<S, U> {
   }
 
   async compact(generator: (state: S) => S): Promise<void> {
-    if (typeof generator !== 'function') throw new TypeError(`generator must be a function (state) => state, got ${describe(generator)}`)
+    if (typeof generator !== 'function') throw new TypeError(`generator must be a function (state) => state, got ${describeValue(generator)}`)
     const points = this.#compactPoints
     if (points === undefined) throw new TypeError('compact() needs the compactPoints option (a snapshot store and a prefix)')
     return this.#exclusive(async () => {
@@ -419,7 +419,7 @@ function notInitialized(): TidemarkError {
 function assertCodec(codec: unknown, name: string): void {
   const c = codec as Partial<Codec<unknown>> | undefined
   if (typeof c?.encode !== 'function' || typeof c.decode !== 'function' || typeof c.name !== 'string') {
-    throw new TypeError(`${name} must be a codec ({ name, encode(value), decode(bytes) }), got ${describe(codec)}`)
+    throw new TypeError(`${name} must be a codec ({ name, encode(value), decode(bytes) }), got ${describeValue(codec)}`)
   }
 }
 

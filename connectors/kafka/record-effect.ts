@@ -28,7 +28,7 @@ export interface RecordMeta {
   basis: bigint | undefined
 }
 
-export class Judge {
+export class RecordEffectRule {
   readonly window: bigint
   #lastEffective: bigint
   /** `${writer}\0${seq}` -> offset of its latest copy. */
@@ -54,7 +54,7 @@ export class Judge {
   }
 
   /** Whether the record takes effect; records must come in offset order. */
-  judge(meta: RecordMeta): boolean {
+  takesEffect(meta: RecordMeta): boolean {
     this.#forget(meta.offset)
     const duplicate = this.#note(meta)
     if (duplicate) return false

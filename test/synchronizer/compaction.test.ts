@@ -2,9 +2,9 @@ import { readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/dfs/fs-store.js'
+import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { openFileLog, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
-import { createStateSynchronizer, type CompactPointStore, type StateSynchronizer } from '../../src/sync/index.js'
+import { createStateSynchronizer, type CompactPointStore, type StateSynchronizer } from '../../src/synchronizer/index.js'
 import { kafkaService, serviceKinds } from '../helpers/services.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 
@@ -157,7 +157,7 @@ describe('compaction', () => {
     }
   })
 
-  it('the DFS snapshot store is a CompactPointStore as it is', () => {
+  it('the file-system snapshot store is a CompactPointStore as it is', () => {
     const store: CompactPointStore = new FsSnapshotStore({ root: tempDir() })
     expect(typeof store.list).toBe('function')
   })

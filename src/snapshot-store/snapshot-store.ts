@@ -1,4 +1,4 @@
-import { describe, printable } from '../describe.js'
+import { describeValue, printable } from '../util/describe-value.js'
 import type { Readable } from 'node:stream'
 import { TidemarkError } from '../errors.js'
 import { checkIntegerOption } from '../util/index.js'
@@ -137,7 +137,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
   async put(key: string, body: Readable | Uint8Array, options: PutOptions = {}): Promise<PutResult> {
     assertKey(key)
     if (!(body instanceof Uint8Array) && !isAsyncIterable(body)) {
-      throw new TypeError(`body of '${key}' must be a Uint8Array or a readable stream, got ${describe(body)}`)
+      throw new TypeError(`body of '${key}' must be a Uint8Array or a readable stream, got ${describeValue(body)}`)
     }
     assertOptionalObject(options, 'put options')
     const { contentLength, ifNoneMatch = false, ifMatch } = options
@@ -147,13 +147,13 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
         throw new RangeError(`contentLength (${contentLength}) differs from the body's length (${body.byteLength}) for '${key}'`)
       }
     }
-    if (typeof ifNoneMatch !== 'boolean') throw new TypeError(`ifNoneMatch must be a boolean, got ${describe(ifNoneMatch)}`)
+    if (typeof ifNoneMatch !== 'boolean') throw new TypeError(`ifNoneMatch must be a boolean, got ${describeValue(ifNoneMatch)}`)
     if (ifNoneMatch && !this.capabilities.conditionalPut) {
       throw new RangeError(`ifNoneMatch is not supported by ${this.url} (capabilities.conditionalPut is false)`)
     }
     if (ifMatch !== undefined) {
-      if (typeof ifMatch !== 'string' || ifMatch === '') throw new TypeError(`ifMatch must be a non-empty etag string, got ${describe(ifMatch)}`)
-      if (/^"|"$/.test(ifMatch)) throw new RangeError(`ifMatch (${describe(ifMatch)}) must be an etag without quotes, as put() and head() report it`)
+      if (typeof ifMatch !== 'string' || ifMatch === '') throw new TypeError(`ifMatch must be a non-empty etag string, got ${describeValue(ifMatch)}`)
+      if (/^"|"$/.test(ifMatch)) throw new RangeError(`ifMatch (${describeValue(ifMatch)}) must be an etag without quotes, as put() and head() report it`)
       if (ifNoneMatch) throw new RangeError(`ifMatch and ifNoneMatch exclude each other (put of '${key}')`)
       if (!this.capabilities.compareAndSwap) {
         throw new RangeError(`ifMatch is not supported by ${this.url} (capabilities.compareAndSwap is false)`)
@@ -192,7 +192,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
     assertOptionalObject(options, 'list options')
     const { startAfter, limit } = options
     if (startAfter !== undefined && typeof startAfter !== 'string') {
-      throw new TypeError(`startAfter must be a string, got ${describe(startAfter)}`)
+      throw new TypeError(`startAfter must be a string, got ${describeValue(startAfter)}`)
     }
     if (limit !== undefined) checkIntegerOption(limit, 'limit', 1)
     this.#assertOpen()
@@ -200,7 +200,7 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
   }
 
   async deleteMany(keys: readonly string[]): Promise<void> {
-    if (!Array.isArray(keys)) throw new TypeError(`keys must be an array of keys, got ${describe(keys)}`)
+    if (!Array.isArray(keys)) throw new TypeError(`keys must be an array of keys, got ${describeValue(keys)}`)
     for (const key of keys) assertKey(key)
     this.#assertOpen()
     if (keys.length === 0) return
@@ -241,14 +241,14 @@ export abstract class AbstractSnapshotStore implements SnapshotStore {
  * control characters (NUL ends a path; the others break S3's XML listings).
  */
 export function assertKey(key: unknown, name = 'key'): asserts key is string {
-  if (typeof key !== 'string') throw new TypeError(`${name} must be a string, got ${describe(key)}`)
+  if (typeof key !== 'string') throw new TypeError(`${name} must be a string, got ${describeValue(key)}`)
   const problem = keyProblem(key)
   if (problem !== undefined) throw new RangeError(`${name} '${printable(key)}' is not a valid key: ${problem}`)
 }
 
 /** A list prefix: like a key, except that it may be empty and its last segment may be partial (empty, '.', '..'). */
 export function assertPrefix(prefix: unknown): asserts prefix is string {
-  if (typeof prefix !== 'string') throw new TypeError(`prefix must be a string, got ${describe(prefix)}`)
+  if (typeof prefix !== 'string') throw new TypeError(`prefix must be a string, got ${describeValue(prefix)}`)
   if (prefix === '') return
   const cut = prefix.lastIndexOf('/')
   const problem = cut === -1 ? charProblem(prefix) : keyProblem(prefix.slice(0, cut)) ?? charProblem(prefix.slice(cut))
@@ -274,7 +274,7 @@ function charProblem(text: string): string | undefined {
 
 
 function assertOptionalObject(value: unknown, name: string): void {
-  if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be an object, got ${describe(value)}`)
+  if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be an object, got ${describeValue(value)}`)
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
@@ -294,7 +294,7 @@ export async function* bodyChunks(key: string, body: Readable | Uint8Array, cont
   let size = 0
   for await (const chunk of body as AsyncIterable<unknown>) {
     if (!(chunk instanceof Uint8Array)) {
-      throw new TypeError(`body of '${key}' must yield bytes, got ${describe(chunk)} (a stream in object mode or with an encoding?)`)
+      throw new TypeError(`body of '${key}' must yield bytes, got ${describeValue(chunk)} (a stream in object mode or with an encoding?)`)
     }
     size += chunk.byteLength
     if (contentLength !== undefined && size > contentLength) break

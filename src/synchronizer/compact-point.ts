@@ -1,9 +1,10 @@
 import { crc32 } from 'node:zlib'
 
 /**
- * What compaction needs from a snapshot store. The DFS stores (SnapshotStore
- * from tidemark's dfs layer, file system or S3) satisfy it as they are; it is
- * declared here so that a synchronizer can also run on something smaller.
+ * What compaction needs from a snapshot store. The snapshot stores
+ * (SnapshotStore from tidemark's snapshot-store layer, file system or S3)
+ * satisfy it as they are; it is declared here so that a synchronizer can
+ * also run on something smaller.
  */
 export interface CompactPointStore {
   put(key: string, body: Uint8Array): Promise<unknown>
@@ -22,8 +23,8 @@ export interface CompactPointStore {
  *   17          the state codec's bytes
  *
  * Its key is `<prefix><revision, 20 digits>-<writer id>.compact`: unique and
- * never overwritten (the DFS may not offer conditional writes), ordered by
- * revision when listed, and found by listing the prefix.
+ * never overwritten (the snapshot store may not offer conditional writes),
+ * ordered by revision when listed, and found by listing the prefix.
  */
 
 const MAGIC = Buffer.from('TMCP', 'latin1')

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openKafkaLog } from '../../connectors/kafka/index.js'
 import { openFileLog, type RevisionedLog } from '../../src/log/index.js'
-import { createStateSynchronizer, type StateSynchronizer } from '../../src/sync/index.js'
+import { createStateSynchronizer, type StateSynchronizer } from '../../src/synchronizer/index.js'
 import { kafkaService } from '../helpers/services.js'
 import { makeTempDir, randomName, type TempDir } from '../helpers/tmp.js'
 import { spawnScript } from '../log/child.js'
@@ -26,7 +26,7 @@ type Mode = 'conditional' | 'unconditional'
 
 async function race(specs: Record<Mode, LogSpec>, observed: Record<Mode, RevisionedLog>, cleanups: Array<() => void>): Promise<{ outcomes: Record<Mode, Outcome>; attempts: number }> {
   const workers = Array.from({ length: PROCESSES }, (_, k) =>
-    spawnScript('test/sync/fixtures/counter-worker.ts', [JSON.stringify({ ...specs, count: UPDATES, name: `p${k}` })], (c) => cleanups.push(c)),
+    spawnScript('test/synchronizer/fixtures/counter-worker.ts', [JSON.stringify({ ...specs, count: UPDATES, name: `p${k}` })], (c) => cleanups.push(c)),
   )
   await Promise.all(workers.map((w) => w.waitFor((line) => line === 'ready')))
   const observers = {} as Record<Mode, StateSynchronizer<Counter, CounterUpdate>>
