@@ -6,7 +6,7 @@ import { TidemarkError, isTidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
-import { describeValue as describe } from '../util/describe-value.js'
+import { describeValue } from '../util/describe-value.js'
 import { memberLeaseHolds, type MemberLease } from './member-lease.js'
 
 /**
@@ -437,13 +437,13 @@ interface ResolvedOptions {
 }
 
 function resolveOptions(options: AcquireClaimOptions): ResolvedOptions {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with store, job and partition, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with store, job and partition, got ${describeValue(options)}`)
   const {
     store, job, partition, owner = `${hostname()}:${process.pid}`, leaseMs = CLAIM_DEFAULTS.leaseMs,
     takeover = CLAIM_DEFAULTS.takeover, minEpoch = CLAIM_DEFAULTS.minEpoch, generation, clock = Date.now, memberLease,
   } = options
   if (typeof store !== 'object' || store === null || typeof store.put !== 'function' || typeof store.head !== 'function') {
-    throw new TypeError(`store must be a SnapshotStore, got ${describe(store)}`)
+    throw new TypeError(`store must be a SnapshotStore, got ${describeValue(store)}`)
   }
   if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
     throw new RangeError(`store ${store.url} cannot hold claims: it needs capabilities.conditionalPut and capabilities.compareAndSwap`)
@@ -462,7 +462,7 @@ function resolveOptions(options: AcquireClaimOptions): ResolvedOptions {
   }
   if (typeof clock !== 'function') throw new TypeError(`clock must be a function returning milliseconds, got ${typeof clock}`)
   if (memberLease !== undefined) {
-    if (typeof memberLease?.ensureLive !== 'function') throw new TypeError(`memberLease must be a MemberLease, got ${describe(memberLease)}`)
+    if (typeof memberLease?.ensureLive !== 'function') throw new TypeError(`memberLease must be a MemberLease, got ${describeValue(memberLease)}`)
     if (options.leaseMs !== undefined && options.leaseMs !== null) throw new RangeError('leaseMs and memberLease exclude each other: a claim held by a member lease has no lease of its own')
     if (memberLease.store !== store) throw new RangeError(`memberLease lives in ${memberLease.store.url}, not in the claim's store ${store.url}`)
     return { store, job, partition, owner, leaseMs: null, takeover, minEpoch, generation, clock, memberLease }

@@ -3,7 +3,7 @@ import { hostname } from 'node:os'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
-import { describeValue as describe } from '../util/describe-value.js'
+import { describeValue } from '../util/describe-value.js'
 
 /** The `format` of a member lease object; one of another format is unreadable to this version. */
 export const MEMBER_LEASE_FORMAT = 'tidemark-member/1'
@@ -85,19 +85,19 @@ export class MemberLease {
 
   /** Writes the lease (create-only) and renews it on an unref'd timer until release(). */
   static async start(options: MemberLeaseOptions): Promise<MemberLease> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`MemberLease options must be an object, got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`MemberLease options must be an object, got ${describeValue(options)}`)
     const { store, job, leaseMs = MEMBER_LEASE_DEFAULTS.leaseMs, owner = `${hostname()}:${process.pid}`, clock = Date.now, onEvent = () => undefined } = options
-    if (typeof store?.put !== 'function') throw new TypeError(`options.store must be a SnapshotStore, got ${describe(store)}`)
+    if (typeof store?.put !== 'function') throw new TypeError(`options.store must be a SnapshotStore, got ${describeValue(store)}`)
     if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
       throw new RangeError(`options.store (${store.url}) cannot hold a member lease: it needs capabilities.conditionalPut and capabilities.compareAndSwap`)
     }
     // The job is checked as the snapshot layout checks it.
     const layoutJob = new SnapshotLayout(job, 0).job
     // Renewed on a timer every third of it, and timers hold at most 2^31 - 1 ms.
-    if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 3 || leaseMs > 2 ** 31 - 1) throw new RangeError(`options.leaseMs must be an integer from 3 to ${2 ** 31 - 1} (ms), got ${describe(leaseMs)}`)
-    if (typeof owner !== 'string' || owner === '') throw new TypeError(`options.owner must be a non-empty string, got ${describe(owner)}`)
-    if (typeof clock !== 'function') throw new TypeError(`options.clock must be a function returning milliseconds, got ${describe(clock)}`)
-    if (typeof onEvent !== 'function') throw new TypeError(`options.onEvent must be a function, got ${describe(onEvent)}`)
+    if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 3 || leaseMs > 2 ** 31 - 1) throw new RangeError(`options.leaseMs must be an integer from 3 to ${2 ** 31 - 1} (ms), got ${describeValue(leaseMs)}`)
+    if (typeof owner !== 'string' || owner === '') throw new TypeError(`options.owner must be a non-empty string, got ${describeValue(owner)}`)
+    if (typeof clock !== 'function') throw new TypeError(`options.clock must be a function returning milliseconds, got ${describeValue(clock)}`)
+    if (typeof onEvent !== 'function') throw new TypeError(`options.onEvent must be a function, got ${describeValue(onEvent)}`)
     const now = clock()
     const record: MemberLeaseRecord = {
       format: MEMBER_LEASE_FORMAT, job: layoutJob, id: randomBytes(8).toString('hex'),

@@ -1,5 +1,5 @@
 import { AssignerProtocol, type PartitionAssigner } from 'kafkajs'
-import { describeValue as describe } from '../../../src/util/index.js'
+import { describeValue } from '../../../src/util/index.js'
 import {
   decodeAssignmentInfo,
   decodeSubscription,
@@ -102,7 +102,7 @@ interface Member {
  * back moves to cold copies (warm-up); name the standbys.
  */
 export function computeAssignment(input: AssignmentInput): ComputedAssignment {
-  if (typeof input !== 'object' || input === null) throw new TypeError(`computeAssignment input must be an object, got ${describe(input)}`)
+  if (typeof input !== 'object' || input === null) throw new TypeError(`computeAssignment input must be an object, got ${describeValue(input)}`)
   const standbyCount = checkCount(input.standbys ?? 0, 'input.standbys')
   const warmup = resolveWarmup(input.warmup)
   const members = checkMembers(input.members)
@@ -289,10 +289,10 @@ export interface StateAwareAssignerOptions {
  * assignment's userData (decodeAssignmentInfo() reads it).
  */
 export function stateAwareAssigner(options: StateAwareAssignerOptions = {}): PartitionAssigner {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`stateAwareAssigner options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`stateAwareAssigner options must be an object, got ${describeValue(options)}`)
   const { advertise, onAssignment } = options
-  if (advertise !== undefined && typeof advertise !== 'function') throw new TypeError(`options.advertise must be a function, got ${describe(advertise)}`)
-  if (onAssignment !== undefined && typeof onAssignment !== 'function') throw new TypeError(`options.onAssignment must be a function, got ${describe(onAssignment)}`)
+  if (advertise !== undefined && typeof advertise !== 'function') throw new TypeError(`options.advertise must be a function, got ${describeValue(advertise)}`)
+  if (onAssignment !== undefined && typeof onAssignment !== 'function') throw new TypeError(`options.onAssignment must be a function, got ${describeValue(onAssignment)}`)
   const standbys = checkCount(options.standbys ?? 0, 'options.standbys')
   const warmup = resolveWarmup(options.warmup, 'options.warmup')
   const { MemberMetadata, MemberAssignment } = AssignerProtocol
@@ -420,13 +420,13 @@ function compareCopies(a: LocalCopy | undefined, b: LocalCopy | undefined): numb
 }
 
 function checkCount(value: unknown, name: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${describe(value)}`)
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${describeValue(value)}`)
   return value
 }
 
 function resolveWarmup(value: unknown, name = 'input.warmup'): WarmupOptions | undefined {
   if (value === undefined) return undefined
-  if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be { maxWarmups, maxLagBytes?, maxLagSnapshots? }, got ${describe(value)}`)
+  if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be { maxWarmups, maxLagBytes?, maxLagSnapshots? }, got ${describeValue(value)}`)
   const { maxWarmups, maxLagBytes, maxLagSnapshots } = value as Record<string, unknown>
   if (checkCount(maxWarmups, `${name}.maxWarmups`) === 0) throw new RangeError(`${name}.maxWarmups must be at least 1 (leave warmup out to move at once), got 0`)
   const bytes = maxLagBytes === undefined ? undefined : checkCount(maxLagBytes, `${name}.maxLagBytes`)
@@ -435,27 +435,27 @@ function resolveWarmup(value: unknown, name = 'input.warmup'): WarmupOptions | u
 }
 
 function checkMembers(value: unknown): Member[] {
-  if (!Array.isArray(value)) throw new TypeError(`input.members must be an array, got ${describe(value)}`)
+  if (!Array.isArray(value)) throw new TypeError(`input.members must be an array, got ${describeValue(value)}`)
   const seen = new Set<string>()
   const members = value.map((m: unknown, k): Member => {
     const { memberId, state } = (typeof m === 'object' && m !== null ? m : {}) as Record<string, unknown>
-    if (typeof memberId !== 'string' || memberId === '') throw new TypeError(`input.members[${k}].memberId must be a non-empty string, got ${describe(memberId)}`)
-    if (seen.has(memberId)) throw new RangeError(`input.members has memberId ${describe(memberId)} twice`)
+    if (typeof memberId !== 'string' || memberId === '') throw new TypeError(`input.members[${k}].memberId must be a non-empty string, got ${describeValue(memberId)}`)
+    if (seen.has(memberId)) throw new RangeError(`input.members has memberId ${describeValue(memberId)} twice`)
     seen.add(memberId)
-    if (state !== undefined && (typeof state !== 'object' || state === null)) throw new TypeError(`input.members[${k}].state must be an object, got ${describe(state)}`)
+    if (state !== undefined && (typeof state !== 'object' || state === null)) throw new TypeError(`input.members[${k}].state must be an object, got ${describeValue(state)}`)
     return { id: memberId, state: state as MemberState | undefined, previousStandbys: new Set(), owned: [], kept: 0, active: 0, standbys: 0 }
   })
   return members.sort((a, b) => compareIds(a.id, b.id))
 }
 
 function checkPartitions(value: unknown): Slot[] {
-  if (typeof value !== 'object' || value === null) throw new TypeError(`input.partitions must be { topic: partition numbers }, got ${describe(value)}`)
+  if (typeof value !== 'object' || value === null) throw new TypeError(`input.partitions must be { topic: partition numbers }, got ${describeValue(value)}`)
   const slots: Slot[] = []
   for (const topic of Object.keys(value).sort(compareIds)) {
     const list = (value as Record<string, unknown>)[topic]
-    if (!Array.isArray(list)) throw new TypeError(`input.partitions.${topic} must be an array of partition numbers, got ${describe(list)}`)
+    if (!Array.isArray(list)) throw new TypeError(`input.partitions.${topic} must be an array of partition numbers, got ${describeValue(list)}`)
     for (const partition of list) {
-      if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0) throw new RangeError(`input.partitions.${topic} must hold non-negative integers, got ${describe(partition)}`)
+      if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0) throw new RangeError(`input.partitions.${topic} must hold non-negative integers, got ${describeValue(partition)}`)
     }
     for (const partition of [...new Set(list as number[])].sort((a, b) => a - b)) {
       slots.push({ tp: { topic, partition }, copies: new Map(), freshest: undefined, owner: undefined, target: undefined, warmingOn: undefined })

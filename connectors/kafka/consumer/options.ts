@@ -1,6 +1,6 @@
 import type { IHeaders, KafkaConfig, PartitionAssigner } from 'kafkajs'
 import type { SnapshotStore } from '../../../src/snapshot-store/index.js'
-import { describeValue as describe } from '../../../src/util/index.js'
+import { describeValue } from '../../../src/util/index.js'
 import { jsonCodec, type Codec, type PartitionStoreOptions, type StateDefinition, type Transaction } from '../../../src/store/index.js'
 import type { SnapshotSchedulerOptions, SnapshotterOptions } from '../../../src/snapshot/index.js'
 import { resolveDedupe, resolveOutputs, type ResolvedOutputs, type DedupeMode, type EmitContext, type OutputsOptions } from '../../../src/outputs/index.js'
@@ -240,9 +240,9 @@ const KNOWN = new Set([
 
 /** Checks the options once, naming the field that is wrong. */
 export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): ResolvedConsumerOptions<V> {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`StatefulConsumer options must be an object, got ${describe(options)}`)
+  if (typeof options !== 'object' || options === null) throw new TypeError(`StatefulConsumer options must be an object, got ${describeValue(options)}`)
   for (const key of Object.keys(options)) if (!KNOWN.has(key)) throw new TypeError(`options.${key} is not an option of StatefulConsumer`)
-  if (typeof options.job !== 'string' || options.job === '' || options.job.includes('/')) throw new TypeError(`options.job must be a non-empty string without '/', got ${describe(options.job)}`)
+  if (typeof options.job !== 'string' || options.job === '' || options.job.includes('/')) throw new TypeError(`options.job must be a non-empty string without '/', got ${describeValue(options.job)}`)
   const { brokers, topics } = options
   if (!Array.isArray(brokers) || brokers.length === 0 || !brokers.every((b) => typeof b === 'string' && /^[^\s:]+:\d+$/.test(b))) {
     throw new TypeError(`options.brokers must be a non-empty array of 'host:port' strings, got ${JSON.stringify(brokers)}`)
@@ -250,32 +250,32 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   if (!Array.isArray(topics) || topics.length === 0 || !topics.every((t) => typeof t === 'string' && TOPIC.test(t) && t !== '.' && t !== '..')) {
     throw new TypeError(`options.topics must be a non-empty array of Kafka topic names, got ${JSON.stringify(topics)}`)
   }
-  if (typeof options.stateDir !== 'string' || options.stateDir === '') throw new TypeError(`options.stateDir must be a non-empty path, got ${describe(options.stateDir)}`)
+  if (typeof options.stateDir !== 'string' || options.stateDir === '') throw new TypeError(`options.stateDir must be a non-empty path, got ${describeValue(options.stateDir)}`)
   if (!Array.isArray(options.states)) throw new TypeError('options.states must be an array of state definitions')
   if (typeof options.handler !== 'function') throw new TypeError('options.handler must be a function (tx, record, context) => void')
   const codec = options.codec ?? jsonCodec<V>()
   if (typeof codec?.decode !== 'function') throw new TypeError('options.codec must be a codec with decode(bytes)')
   const groupId = options.groupId ?? `tidemark-${options.job}`
-  if (typeof groupId !== 'string' || groupId === '') throw new TypeError(`options.groupId must be a non-empty string, got ${describe(groupId)}`)
+  if (typeof groupId !== 'string' || groupId === '') throw new TypeError(`options.groupId must be a non-empty string, got ${describeValue(groupId)}`)
   const clientId = options.clientId ?? CONSUMER_DEFAULTS.clientId
-  if (typeof clientId !== 'string' || clientId === '') throw new TypeError(`options.clientId must be a non-empty string, got ${describe(clientId)}`)
+  if (typeof clientId !== 'string' || clientId === '') throw new TypeError(`options.clientId must be a non-empty string, got ${describeValue(clientId)}`)
   const batchSize = integer(options.batchSize ?? CONSUMER_DEFAULTS.batchSize, 'options.batchSize', 1, 1_000_000)
   const concurrency = integer(options.concurrency ?? CONSUMER_DEFAULTS.concurrency, 'options.concurrency', 1, 1024)
   if (options.snapshots !== undefined && typeof options.snapshots?.store?.put !== 'function') throw new TypeError('options.snapshots.store must be a SnapshotStore')
   if (options.snapshots !== undefined) checkClaimStore(options.snapshots.store, 'options.snapshots.store')
   const handoff = options.handoff ?? {}
-  if (typeof handoff !== 'object' || handoff === null) throw new TypeError(`options.handoff must be an object, got ${describe(handoff)}`)
+  if (typeof handoff !== 'object' || handoff === null) throw new TypeError(`options.handoff must be an object, got ${describeValue(handoff)}`)
   const handoffSnapshot = handoff.snapshot ?? options.snapshots !== undefined
-  if (typeof handoffSnapshot !== 'boolean') throw new TypeError(`options.handoff.snapshot must be a boolean, got ${describe(handoffSnapshot)}`)
+  if (typeof handoffSnapshot !== 'boolean') throw new TypeError(`options.handoff.snapshot must be a boolean, got ${describeValue(handoffSnapshot)}`)
   if (handoffSnapshot && options.snapshots === undefined) throw new TypeError('options.handoff.snapshot needs options.snapshots (where would the snapshot go?)')
   const timeoutMs = integer(handoff.timeoutMs ?? CONSUMER_DEFAULTS.handoffTimeoutMs, 'options.handoff.timeoutMs', 0, 2 ** 31 - 1)
   const waitMs = integer(handoff.waitMs ?? CONSUMER_DEFAULTS.handoffWaitMs, 'options.handoff.waitMs', 0, 2 ** 31 - 1)
   const minEvents = integer(handoff.minEvents ?? 0, 'options.handoff.minEvents', 0, Number.MAX_SAFE_INTEGER)
   for (const key of Object.keys(handoff)) if (!['snapshot', 'timeoutMs', 'waitMs', 'minEvents'].includes(key)) throw new TypeError(`options.handoff.${key} is not an option of hand-offs`)
   const startFrom = options.startFrom ?? CONSUMER_DEFAULTS.startFrom
-  if (startFrom !== 'earliest' && startFrom !== 'latest') throw new TypeError(`options.startFrom must be 'earliest' or 'latest', got ${describe(startFrom)}`)
+  if (startFrom !== 'earliest' && startFrom !== 'latest') throw new TypeError(`options.startFrom must be 'earliest' or 'latest', got ${describeValue(startFrom)}`)
   const onTruncated = options.onTruncated ?? CONSUMER_DEFAULTS.onTruncated
-  if (onTruncated !== 'fail' && onTruncated !== 'reset-to-earliest') throw new TypeError(`options.onTruncated must be 'fail' or 'reset-to-earliest', got ${describe(onTruncated)}`)
+  if (onTruncated !== 'fail' && onTruncated !== 'reset-to-earliest') throw new TypeError(`options.onTruncated must be 'fail' or 'reset-to-earliest', got ${describeValue(onTruncated)}`)
   const onDecodeError = options.onDecodeError ?? CONSUMER_DEFAULTS.onDecodeError
   if (onDecodeError !== 'stop' && onDecodeError !== 'skip') {
     const topic = (onDecodeError as { deadLetter?: unknown } | null)?.deadLetter
@@ -286,22 +286,22 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   }
   const downloadConcurrency = options.downloadConcurrency === undefined ? undefined : integer(options.downloadConcurrency, 'options.downloadConcurrency', 1, 64)
   const consumer = options.consumer ?? {}
-  if (typeof consumer !== 'object' || consumer === null) throw new TypeError(`options.consumer must be an object, got ${describe(consumer)}`)
+  if (typeof consumer !== 'object' || consumer === null) throw new TypeError(`options.consumer must be an object, got ${describeValue(consumer)}`)
   for (const [key, value] of Object.entries(consumer)) if (value !== undefined) integer(value, `options.consumer.${key}`, 1, 2 ** 31 - 1)
   const kafka = options.kafka ?? {}
-  if (typeof kafka !== 'object' || kafka === null) throw new TypeError(`options.kafka must be an object of kafkajs options, got ${describe(kafka)}`)
+  if (typeof kafka !== 'object' || kafka === null) throw new TypeError(`options.kafka must be an object of kafkajs options, got ${describeValue(kafka)}`)
   // kafkajs would take them from here and drop ours: one place says which assignors run.
   if ('partitionAssigners' in kafka) throw new TypeError('options.kafka.partitionAssigners is not read: pass options.partitionAssigners')
   const standbys = integer(options.standbys ?? 0, 'options.standbys', 0, 16)
   if (standbys > 0 && options.snapshots === undefined) throw new TypeError('options.standbys needs options.snapshots: a standby follows the partition\'s snapshots')
   if (standbys > 0 && options.partitionAssigners !== undefined) throw new TypeError('options.standbys needs the default assignor (the state-aware one names the standbys); leave options.partitionAssigners unset')
   const standby = options.standby ?? {}
-  if (typeof standby !== 'object' || standby === null) throw new TypeError(`options.standby must be an object, got ${describe(standby)}`)
+  if (typeof standby !== 'object' || standby === null) throw new TypeError(`options.standby must be an object, got ${describeValue(standby)}`)
   for (const key of Object.keys(standby)) if (!['intervalMs', 'maxBytesPerSecond', 'maxDiskBytes'].includes(key)) throw new TypeError(`options.standby.${key} is not an option of standby copies`)
   const warmup = resolveWarmup(options)
   const assigners = options.partitionAssigners
   if (assigners !== undefined && (!Array.isArray(assigners) || assigners.length === 0 || !assigners.every((a) => typeof a === 'function'))) {
-    throw new TypeError(`options.partitionAssigners must be a non-empty array of kafkajs PartitionAssigner functions, got ${describe(assigners)}`)
+    throw new TypeError(`options.partitionAssigners must be a non-empty array of kafkajs PartitionAssigner functions, got ${describeValue(assigners)}`)
   }
   return Object.freeze({
     job: options.job,
@@ -341,7 +341,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
 function resolveWarmup(options: Pick<StatefulConsumerOptions, 'warmup' | 'snapshots' | 'partitionAssigners'>): WarmupOptions | undefined {
   const value = options.warmup ?? false
   if (value === false) return undefined
-  if (value !== true && (typeof value !== 'object' || value === null)) throw new TypeError(`options.warmup must be a boolean or { maxWarmups?, maxLagBytes?, maxLagSnapshots? }, got ${describe(value)}`)
+  if (value !== true && (typeof value !== 'object' || value === null)) throw new TypeError(`options.warmup must be a boolean or { maxWarmups?, maxLagBytes?, maxLagSnapshots? }, got ${describeValue(value)}`)
   if (options.snapshots === undefined) throw new TypeError('options.warmup needs options.snapshots: a partition warms by following its snapshots')
   if (options.partitionAssigners !== undefined) throw new TypeError('options.warmup needs the default assignor (the state-aware one holds moves back); leave options.partitionAssigners unset')
   // The receiver asks for the rebalance that moves a warm partition; without that it would warm forever.
@@ -357,7 +357,7 @@ function resolveWarmup(options: Pick<StatefulConsumerOptions, 'warmup' | 'snapsh
 }
 
 function integer(value: unknown, name: string, min: number, max: number): number {
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describeValue(value)}`)
   if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} (${value}) must be an integer from ${min} to ${max}`)
   return value
 }

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type PartitionAssigner, type Producer } from 'kafkajs'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
-import { describeValue as describe } from '../../../src/util/index.js'
+import { describeValue } from '../../../src/util/index.js'
 import { asTidemarkError, TidemarkError } from '../../../src/errors.js'
 import { callListener } from '../../../src/logging/index.js'
 import type { PartitionStore } from '../../../src/store/index.js'
@@ -300,10 +300,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
    * the group and closes the stores and connections.
    */
   close(options: CloseOptions = {}): Promise<CloseResult> {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`close options must be an object, got ${describe(options)}`)
+    if (typeof options !== 'object' || options === null) throw new TypeError(`close options must be an object, got ${describeValue(options)}`)
     for (const key of Object.keys(options)) if (key !== 'leaveGroup') throw new TypeError(`options.${key} is not an option of close()`)
     const leaveGroup = options.leaveGroup ?? true
-    if (typeof leaveGroup !== 'boolean') throw new TypeError(`options.leaveGroup must be a boolean, got ${describe(leaveGroup)}`)
+    if (typeof leaveGroup !== 'boolean') throw new TypeError(`options.leaveGroup must be a boolean, got ${describeValue(leaveGroup)}`)
     this.#closing ??= this.#close(leaveGroup)
     return this.#closing
   }
