@@ -61,9 +61,9 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
       if (until === Infinity) continue
       let waitFrom = a.at
       if (sentAt !== undefined) {
-        // The commits carry the next offset to read: the last one before the assignment names the record that waits next.
-        const next = events.slice(0, i).findLast((e) => e.t === 'commit' && e.partition === p)
-        const sent = next?.t === 'commit' ? sentAt.get(p)?.get(BigInt(next.offset)) : undefined
+        // A commit carries the offset of the last record it applied: the record after the last one before the assignment waits next.
+        const last = events.slice(0, i).findLast((e) => e.t === 'commit' && e.partition === p)
+        const sent = last?.t === 'commit' ? sentAt.get(p)?.get(BigInt(last.offset) + 1n) : undefined
         if (sent !== undefined) waitFrom = Math.max(waitFrom, sent)
       }
       lost += Math.max(0, until - waitFrom)
