@@ -511,7 +511,7 @@ export class OutboxChunkWriter {
     const idEnd = at
     if (topic === this.#topic) {
       const n = this.#topicBytes
-      at = b.writeUInt16BE(n, at)
+      at = putU16(b, at, n)
       b.copyWithin(at, this.#topicAt, this.#topicAt + n)
       at += n
     } else {
@@ -521,7 +521,7 @@ export class OutboxChunkWriter {
       this.#topicAt = topicAt
       this.#topicBytes = at - topicAt
     }
-    at = b.writeInt32BE(partition, at)
+    at = putU32(b, at, partition)
     at = writePart(b, at, key)
     at = writePart(b, at, value)
     at = b.writeUInt16BE(headerCount, at)
@@ -531,14 +531,14 @@ export class OutboxChunkWriter {
         at = writeBytes(b, at, headers![name]!)
       }
     }
-    at = b.writeUInt16BE(ID_HEADER.length, at)
+    at = putU16(b, at, ID_HEADER.length)
     for (let i = 0; i < ID_HEADER.length; i++) b[at + i] = ID_HEADER[i]!
     at += ID_HEADER.length
     // The id's bytes again, copied from where they were just written.
-    at = b.writeUInt32BE(idEnd - idAt, at)
+    at = putU32(b, at, idEnd - idAt)
     b.copyWithin(at, idAt, idEnd)
     at += idEnd - idAt
-    b.writeUInt32BE(at - start - 4, start)
+    putU32(b, start, at - start - 4)
     this.#used = at
     this.#count++
     return at - start - 4
@@ -594,10 +594,31 @@ function writeBytes(b: Buffer, at: number, v: string | Uint8Array): number {
 
 /** i32 length (-1: null) + bytes. */
 function writePart(b: Buffer, at: number, v: string | Uint8Array | null): number {
-  if (v === null) return b.writeInt32BE(-1, at)
+  if (v === null) return putU32(b, at, -1)
   const n = typeof v === 'string' ? utf8Into(b, at + 4, v) : copyInto(b, at + 4, v)
-  b.writeInt32BE(n, at)
+  putU32(b, at, n)
   return at + 4 + n
+}
+
+/*
+ * Big-endian stores of values known to fit (lengths the writer measured, a
+ * checked partition, -1): Buffer's writeUInt16BE and writeInt32BE check
+ * their argument on every call, five times per emitted record. The typed
+ * array keeps each byte's low 8 bits.
+ */
+function putU16(b: Buffer, at: number, n: number): number {
+  b[at] = n >>> 8
+  b[at + 1] = n
+  return at + 2
+}
+
+/** n as u32, or as i32 when negative (two's complement): the same bytes. */
+function putU32(b: Buffer, at: number, n: number): number {
+  b[at] = n >>> 24
+  b[at + 1] = n >>> 16
+  b[at + 2] = n >>> 8
+  b[at + 3] = n
+  return at + 4
 }
 
 function copyInto(b: Buffer, at: number, v: Uint8Array): number {
