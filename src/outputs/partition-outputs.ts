@@ -180,7 +180,7 @@ export class PartitionOutputs {
       const created: Chunk = { tx, pending }
       chunk = this.#chunk = created
     }
-    const bytes = chunk.pending.writer.append(id, topic, partition, key, value, names, headers)
+    const bytes = chunk.pending.writer.append(id, topic, partition, key, value, names, headers, this.#idPrefix)
     chunk.pending.offset = offset
     chunk.pending.index = index
     chunk.pending.records++

@@ -4,7 +4,7 @@ import { openFileLog, PartitionProcessor, PartitionStore, type FileLog } from '.
 import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey, outboxRecordCodec, readOutbox, type EncodedRecords, type OutboxRecord, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { resolveOutputs } from '../../src/outputs/options.js'
 import { OutboxPublisher } from '../../src/outputs/publisher.js'
-import { decodeOutboxRecord, eachEncodedRecord, OutboxChunkWriter } from '../../src/outputs/record.js'
+import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord, OutboxChunkWriter } from '../../src/outputs/record.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counts, wordLog } from './fixtures.js'
 
@@ -155,5 +155,22 @@ describe('outputs: sinks that take the binary form (sendEncoded)', () => {
   it('outputs.sink.sendEncoded must be a function when set', () => {
     const sink = { name: 'x', send: async () => undefined, close: async () => undefined, sendEncoded: 'yes' } as unknown as OutputSink
     expect(() => resolveOutputs({ sink })).toThrow(/outputs\.sink\.sendEncoded must be a function/)
+  })
+
+  it('an outbox entry writer copying its last topic and id prefix writes each record as encodeOutboxRecord does', () => {
+    // A small first buffer: the entry grows (and moves) between records.
+    const writer = new OutboxChunkWriter(256)
+    const prefix = 'tm1:j%C3%A9:words:3'
+    const topics = ['out', 'out', 'ünï', 'ünï', 'out', 'x'.repeat(300), 'out']
+    const expected: OutboxRecord[] = []
+    topics.forEach((topic, i) => {
+      const id = `${prefix}:${1000n + BigInt(i)}:${i % 2}`
+      // An id without the prefix given (a caller's first append of a partition): written in full.
+      writer.append(id, topic, i === 2 ? 5 : -1, `k${i}`, 'v'.repeat(i * 40), i === 4 ? ['h'] : undefined, i === 4 ? { h: 'ü' } : undefined, i === 1 ? undefined : prefix)
+      expected.push({ id, topic, partition: i === 2 ? 5 : -1, key: Buffer.from(`k${i}`), value: Buffer.from('v'.repeat(i * 40)), headers: { ...(i === 4 ? { h: Buffer.from('ü') } : {}), 'tidemark-id': Buffer.from(id) } })
+    })
+    const { records, starts } = decodeOutboxChunk(writer.bytes())
+    expect(records.map((r) => ({ ...r }))).toEqual(expected)
+    records.forEach((r, i) => expect(writer.bytes().subarray(starts[i]! + 4, starts[i + 1])).toEqual(encodeOutboxRecord(expected[i]!)))
   })
 })
