@@ -4,7 +4,8 @@ import { openFileLog, PartitionProcessor, PartitionStore, type FileLog } from '.
 import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey, outboxRecordCodec, readOutbox, type EncodedRecords, type OutboxRecord, type OutputSink, type OutputsOptions } from '../../src/outputs/index.js'
 import { resolveOutputs } from '../../src/outputs/options.js'
 import { OutboxPublisher } from '../../src/outputs/publisher.js'
-import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord, OutboxChunkWriter } from '../../src/outputs/record.js'
+import { OutboxChunkWriter } from '../../src/outputs/chunk-writer.js'
+import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord } from '../../src/outputs/record.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counts, wordLog } from './fixtures.js'
 

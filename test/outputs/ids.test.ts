@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { decodeOutboxRecord, encodeOutboxRecord, formatRecordId, outboxKey, parseRecordId } from '../../src/outputs/index.js'
-import { decodeOutboxChunk, OutboxChunkWriter } from '../../src/outputs/record.js'
+import { OutboxChunkWriter } from '../../src/outputs/chunk-writer.js'
+import { decodeOutboxChunk } from '../../src/outputs/record.js'
 
 describe('record ids', () => {
   it('have one documented text per id, escape job and topic, and parse back', () => {
