@@ -4,7 +4,7 @@ import { validatePosition } from '../store/position.js'
 import type { SnapshotManifest } from './manifest.js'
 import type { CheckedFile } from './options.js'
 import type { ReusableFile, SnapshotSummary } from './restore/index.js'
-import { fdClose, fdOpen, fdSync, mapLimit, sha256File } from '../util/index.js'
+import { fdOpen, fsyncAndClose, mapLimit, sha256File } from '../util/index.js'
 
 const STATE_FORMAT = 'tidemark-follower'
 const STATE_VERSION = 1
@@ -121,14 +121,7 @@ export class FollowerCopy {
       await rename(f.path, this.pathOf(file))
       this.#pool.set(poolName(file), file)
     }
-    await mapLimit(files, ADOPT_FSYNC_CONCURRENCY, async (f) => {
-      const fd = await fdOpen(this.pathOf(f), 'r')
-      try {
-        await fdSync(fd)
-      } finally {
-        await fdClose(fd)
-      }
-    })
+    await mapLimit(files, ADOPT_FSYNC_CONCURRENCY, async (f) => fsyncAndClose(await fdOpen(this.pathOf(f), 'r')))
   }
 
   /** The copy now matches `manifest`, whose files must all be in the pool; the pool's other files are removed. */

@@ -18,6 +18,15 @@ export const fdClose = promisify(fs.close)
 export const fdSync = promisify(fs.fsync)
 export const fdOpen = promisify(fs.open)
 
+/** fsyncs a descriptor and closes it, also when the fsync fails. */
+export async function fsyncAndClose(fd: number): Promise<void> {
+  try {
+    await fdSync(fd)
+  } finally {
+    await fdClose(fd)
+  }
+}
+
 /**
  * fsync a directory, so the entries just created or renamed in it survive a
  * crash. Some network and FUSE file systems refuse fsync on a directory

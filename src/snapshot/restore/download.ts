@@ -9,7 +9,7 @@ import { corrupt, extractRun, paddedSize, TAR_BLOCK, type ExpectedEntry } from '
 import type { SnapshotLayout } from '../layout.js'
 import { fileKind } from '../leveldb-files.js'
 import type { SnapshotFile, SnapshotManifest } from '../manifest.js'
-import { fdClose, fdOpen, fdSync, fsyncDir, mapLimit, sha256File } from '../../util/index.js'
+import { fdClose, fdOpen, fsyncAndClose, fsyncDir, mapLimit, sha256File } from '../../util/index.js'
 import type { RestoreEvent, RestoreProgress, ReusableFile, VerifiedFile } from './types.js'
 import { type LocalState, checkRestoredStore, install } from './install.js'
 
@@ -265,13 +265,5 @@ class FsyncQueue {
         if (this.#running === 0 && this.#pending.length === 0) for (const resolve of this.#idle.splice(0)) resolve()
       })
     }
-  }
-}
-
-async function fsyncAndClose(fd: number): Promise<void> {
-  try {
-    await fdSync(fd)
-  } finally {
-    await fdClose(fd)
   }
 }
