@@ -1,9 +1,8 @@
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { committedThrough, consumerOptions, FAST_GROUP, openProducer, produceWords, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { committedThrough, consumerOptions, FAST_GROUP, groupFixture, produceWords, type WordEvent } from './fixture.js'
 
 afterEach(() => { vi.restoreAllMocks() })
 
@@ -20,10 +19,7 @@ describe('StatefulConsumer: fetch wait', () => {
   // Counted, not timed: which fetch waits were armed, and whether one that
   // was sleeping when a partition resumed ran to its end anyway.
   it('fetches the first records after its partitions are restored without sleeping out a fetch wait, with the default fetch wait', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-wait')
+    const { brokers, producer, topic, job } = await groupFixture('kc-wait')
     const produced = await produceWords(producer, topic, [0, 1, 2, 3], 20)
     // The group timings of the other tests, without their 50 ms fetch wait.
     const { maxWaitTimeInMs: _, ...group } = FAST_GROUP
@@ -53,7 +49,7 @@ describe('StatefulConsumer: fetch wait', () => {
       resume.call(this, topicPartitions)
     })
 
-    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir() }, { consumer: group }))
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, { consumer: group }))
     onTestFinished(async () => { await consumer.close() })
     const done = committedThrough([consumer], produced)
     await consumer.start()

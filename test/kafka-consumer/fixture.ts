@@ -1,8 +1,11 @@
-// Shared pieces of the consumer-group tests: a word-sum job, its independent
-// fold, producing records to known partitions, and reading a partition's
-// final state back from its newest snapshot.
+// Shared pieces of the consumer-group tests: the setup each test starts with
+// (groupFixture, spawnWorker), a word-sum job, its independent fold,
+// producing records to known partitions, and reading a partition's final
+// state back from its newest snapshot.
 import { Kafka, Partitioners, logLevel, type Producer } from 'kafkajs'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
+import { onTestFinished } from 'vitest'
 import type { PartitionStarted, StatefulConsumer, StatefulConsumerOptions } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import type { SnapshotStore } from '../../src/snapshot-store/snapshot-store.js'
@@ -10,6 +13,8 @@ import { restoreSnapshot } from '../../src/snapshot/restore/index.js'
 import { PartitionStore } from '../../src/store/partition-store.js'
 import { valueState } from '../../src/store/state.js'
 import type { Transaction } from '../../src/store/transaction.js'
+import { kafkaService } from '../helpers/services.js'
+import { randomName, tempDir } from '../helpers/tmp.js'
 
 export interface WordEvent {
   word: string
@@ -75,6 +80,47 @@ export async function openProducer(brokers: string[]): Promise<{ kafka: Kafka; p
   const producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, createPartitioner: Partitioners.DefaultPartitioner })
   await producer.connect()
   return { kafka, producer }
+}
+
+export interface GroupFixture {
+  brokers: string[]
+  kafka: Kafka
+  producer: Producer
+  /** A fresh topic, named after the test's prefix. */
+  topic: string
+  job: string
+  /** A temp dir for the job's snapshots: for consumerOptions' snapshotRoot and worker processes. */
+  snapshotRoot: string
+  /** An FsSnapshotStore on snapshotRoot. */
+  store: FsSnapshotStore
+}
+
+/**
+ * What a consumer-group test sets up first: a connected producer to the test
+ * Kafka, a fresh topic (`topicPrefix`) and job name, and a snapshot store in
+ * a temp dir; closed when the test finishes. Call it inside a test.
+ */
+export async function groupFixture(topicPrefix: string): Promise<GroupFixture> {
+  const { brokers } = kafkaService()
+  const { kafka, producer } = await openProducer(brokers)
+  onTestFinished(() => producer.disconnect())
+  const topic = randomName(topicPrefix)
+  const job = randomName('job')
+  const snapshotRoot = tempDir()
+  const store = new FsSnapshotStore({ root: snapshotRoot })
+  onTestFinished(() => store.close())
+  return { brokers, kafka, producer, topic, job, snapshotRoot, store }
+}
+
+/** fixtures/worker.ts in a child process, with a fresh state dir; SIGKILLed when the test finishes. */
+export function spawnWorker(on: Pick<GroupFixture, 'brokers' | 'job' | 'topic' | 'snapshotRoot'>): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'worker.ts'), JSON.stringify(on.brokers), on.job, on.topic, tempDir(), on.snapshotRoot], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  onTestFinished(() => {
+    child.kill('SIGKILL')
+  })
+  return child
 }
 
 /** Options that keep the mock's rebalances quick. */

@@ -1,13 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, running, snapshotState, until, type Produced, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, nextStarts, produceWords, running, snapshotState, spawnWorker, until, type Produced, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
@@ -24,12 +22,7 @@ async function expectExactState(snapshotRoot: string, job: string, produced: rea
 
 describe('StatefulConsumer: two members of one group', () => {
   it('splits the partitions; when one member closes, the other restores its hand-off snapshots (no replay) and the final state is exact', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-group')
-    const job = randomName('job')
-    const snapshotRoot = tempDir()
+    const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-group')
     const produced = await produceWords(producer, topic, PARTITIONS, 200)
     const base = { brokers, job, topics: [topic], snapshotRoot }
     const a = new StatefulConsumer<WordEvent>(consumerOptions({ ...base, stateDir: tempDir() }))
@@ -84,19 +77,9 @@ describe('StatefulConsumer: two members of one group', () => {
   })
 
   it('a SIGKILLed worker process: its partitions move to the other member, which restores and replays; the final state is exact', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-kill')
-    const job = randomName('job')
-    const snapshotRoot = tempDir()
+    const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-kill')
     const produced = await produceWords(producer, topic, PARTITIONS, 400)
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'worker.ts'), JSON.stringify(brokers), job, topic, tempDir(), snapshotRoot], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    onTestFinished(() => {
-      child.kill('SIGKILL')
-    })
+    const child = spawnWorker({ brokers, job, topic, snapshotRoot })
     // Waits until the worker committed every record of every partition and snapshotted each.
     await childCommitted(child, new Map(PARTITIONS.map((p) => [`${topic}-${p}`, 399n])))
     child.kill('SIGKILL')
@@ -119,19 +102,9 @@ describe('StatefulConsumer: two members of one group', () => {
   })
 
   it('a SIGKILLed member that the group has expired: a member that already runs takes its partitions without waiting for a release', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-dead')
-    const job = randomName('job')
-    const snapshotRoot = tempDir()
+    const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-dead')
     const produced = await produceWords(producer, topic, PARTITIONS, 300)
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'worker.ts'), JSON.stringify(brokers), job, topic, tempDir(), snapshotRoot], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    onTestFinished(() => {
-      child.kill('SIGKILL')
-    })
+    const child = spawnWorker({ brokers, job, topic, snapshotRoot })
     await childCommitted(child, new Map(PARTITIONS.map((p) => [`${topic}-${p}`, 299n])))
     // B joins while the worker lives: it gets two of the four (the worker hands them off).
     // handoff.waitMs is long: a member that waited for the dead one's release would wait it out.

@@ -3,22 +3,14 @@
 // once); the next owner restores that snapshot and replays the few events.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionClosed, type PartitionStarted } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, produceWords, readState, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
 describe('StatefulConsumer: handoff.minEvents', () => {
   it('hands off without a snapshot below minEvents, and the next owner replays what followed the last one', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-minevents')
-    const job = randomName('job')
-    const store = new FsSnapshotStore({ root: tempDir() })
-    onTestFinished(() => store.close())
+    const { brokers, producer, topic, job, store } = await groupFixture('kc-minevents')
     const options = consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, {
       snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },
       handoff: { minEvents: 50 },

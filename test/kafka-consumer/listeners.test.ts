@@ -1,17 +1,13 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { committedThrough, consumerOptions, openProducer, produceWords, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { committedThrough, consumerOptions, groupFixture, produceWords, type WordEvent } from './fixture.js'
 
 describe('StatefulConsumer: listeners', () => {
   it('a listener that throws does not stop the consumer: every record is applied, every partition keeps running', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-listen')
+    const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-listen')
     const produced = await produceWords(producer, topic, [0, 1], 200)
-    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir(), snapshotRoot: tempDir() }))
+    const consumer = new StatefulConsumer<WordEvent>(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
     onTestFinished(async () => { await consumer.close() })
     const done = committedThrough([consumer], produced)
     // After committedThrough's listener: a throw stops the listeners after it, not those before.

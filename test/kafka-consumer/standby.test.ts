@@ -4,22 +4,14 @@
 // sync is downloaded (here nothing: the copy is at the newest snapshot).
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, nextStarts, produceWords, readState, running, until, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
 describe('StatefulConsumer: standbys', () => {
   it('a standby restores a partition it takes over from its warm copy, downloading nothing', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-standby')
-    const job = randomName('job')
-    const store = new FsSnapshotStore({ root: tempDir() })
-    onTestFinished(() => store.close())
+    const { brokers, producer, topic, job, store } = await groupFixture('kc-standby')
     const options = (handoff: boolean) => consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, {
       snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },
       standbys: 1,

@@ -4,9 +4,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted, type StatefulConsumerOptions } from '../../connectors/kafka/index.js'
 import { isTidemarkError } from '../../src/errors.js'
 import { acquireClaim } from '../../src/ownership/claim.js'
-import { kafkaService } from '../helpers/services.js'
-import { randomName, tempDir } from '../helpers/tmp.js'
-import { committedThrough, consumerOptions, fold, openProducer, produceWords, readState, type Produced, type WordEvent } from './fixture.js'
+import { tempDir } from '../helpers/tmp.js'
+import { committedThrough, consumerOptions, fold, groupFixture, produceWords, readState, type Produced, type WordEvent } from './fixture.js'
 
 function consumer(options: StatefulConsumerOptions<WordEvent>): StatefulConsumer<WordEvent> {
   const c = new StatefulConsumer<WordEvent>(options)
@@ -24,11 +23,7 @@ function started(c: StatefulConsumer<WordEvent>, partition: number): Promise<Par
 
 describe('StatefulConsumer: where a partition starts', () => {
   it("a store behind the log's start fails with TIDEMARK_POSITION_TRUNCATED; onTruncated: 'reset-to-earliest' rebuilds it from the log's first record", async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-trunc')
-    const job = randomName('job')
+    const { brokers, producer, topic, job } = await groupFixture('kc-trunc')
     const stateDir = tempDir()
     const first = await produceWords(producer, topic, [0], 5)
     const a = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir }))
@@ -70,12 +65,9 @@ describe('StatefulConsumer: where a partition starts', () => {
   })
 
   it("startFrom: 'latest' starts a partition without state at the end of the log (the default, 'earliest', at its start: see single-member.test.ts)", async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-latest')
+    const { brokers, producer, topic, job } = await groupFixture('kc-latest')
     await produceWords(producer, topic, [0, 1, 2, 3], 20)
-    const c = consumer(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir: tempDir() }, { startFrom: 'latest' }))
+    const c = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, { startFrom: 'latest' }))
     const s = started(c, 2)
     await c.start()
     expect(await s).toMatchObject({ source: 'empty', fetchFrom: 20n, position: undefined })
@@ -88,10 +80,7 @@ describe('StatefulConsumer: where a partition starts', () => {
   // behind (up to a whole snapshot); the next owner of that partition in that
   // directory removes it, and nothing else.
   it("removes a killed process's prefetch directory of a partition it starts, and nothing else", async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-prefetch-left')
+    const { brokers, producer, topic, job } = await groupFixture('kc-prefetch-left')
     await produceWords(producer, topic, [0, 1, 2, 3], 8)
     const stateDir = tempDir()
     const left = join(stateDir, `${topic}-1.prefetch`)
@@ -99,7 +88,7 @@ describe('StatefulConsumer: where a partition starts', () => {
     writeFileSync(join(left, '000005.ldb'), Buffer.alloc(4096, 1))
     const unrelated = join(stateDir, `${topic}-1.prefetch-not-ours`)
     writeFileSync(unrelated, 'keep')
-    const c = consumer(consumerOptions({ brokers, job: randomName('job'), topics: [topic], stateDir }))
+    const c = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir }))
     const s = started(c, 1)
     await c.start()
     await s
@@ -110,12 +99,7 @@ describe('StatefulConsumer: where a partition starts', () => {
 
 describe('StatefulConsumer: ownership', () => {
   it('a partition whose claim a newer owner took stops with TIDEMARK_OWNERSHIP_LOST within a batch, and hands nothing off', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-owner')
-    const job = randomName('job')
-    const snapshotRoot = tempDir()
+    const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-owner')
     const first = await produceWords(producer, topic, [0, 1, 2, 3], 10)
     const c = consumer(consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir(), snapshotRoot }))
     const done = committedThrough([c], first)

@@ -5,22 +5,14 @@
 // one rebalance its join starts, under the member id it had.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../../src/snapshot-store/fs-store.js'
-import { kafkaService } from '../../helpers/services.js'
-import { randomName, tempDir } from '../../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, FAST_GROUP, fold, nextStarts, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
+import { tempDir } from '../../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, FAST_GROUP, fold, groupFixture, nextStarts, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
 describe('StatefulConsumer: a restart that stays in the group', () => {
   it('gets its partitions back from its stores, downloading nothing, and no other member takes them meanwhile', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-restart')
-    const job = randomName('job')
-    const store = new FsSnapshotStore({ root: tempDir() })
-    onTestFinished(() => store.close())
+    const { brokers, producer, topic, job, store } = await groupFixture('kc-restart')
     const bDir = tempDir()
     const options = (stateDir: string) => consumerOptions({ brokers, job, topics: [topic], stateDir }, {
       snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },

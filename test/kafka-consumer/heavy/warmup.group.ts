@@ -5,11 +5,9 @@
 // at a time here (maxWarmups: 1). The new owner restores from its copy.
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type TopicPartition } from '../../../connectors/kafka/index.js'
-import { FsSnapshotStore } from '../../../src/snapshot-store/fs-store.js'
 import type { SnapshotStore } from '../../../src/index.js'
-import { kafkaService } from '../../helpers/services.js'
-import { randomName, tempDir } from '../../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
+import { tempDir } from '../../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, produceWords, readState, running, until, type WordEvent } from '../fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
@@ -34,13 +32,7 @@ function gatedListings(store: SnapshotStore): { store: SnapshotStore; open(): vo
 
 describe('StatefulConsumer: warm-up before the move', () => {
   it('a joining member warms a copy while the owner keeps processing, then takes the partition from it; one warm-up at a time', async () => {
-    const { brokers } = kafkaService()
-    const { producer } = await openProducer(brokers)
-    onTestFinished(() => producer.disconnect())
-    const topic = randomName('kc-warmup')
-    const job = randomName('job')
-    const store = new FsSnapshotStore({ root: tempDir() })
-    onTestFinished(() => store.close())
+    const { brokers, producer, topic, job, store } = await groupFixture('kc-warmup')
     const options = (snapshots: SnapshotStore) => consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, {
       snapshots: { store: snapshots, schedule: { intervalMs: 0, everyEvents: 100 } },
       standby: { intervalMs: 50 },

@@ -1,15 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer, type PartitionStarted } from '../../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../../src/snapshot-store/fs-store.js'
 import { listManifests, readValidManifests } from '../../../src/snapshot/catalog.js'
 import { SnapshotLayout } from '../../../src/snapshot/layout.js'
-import { kafkaService } from '../../helpers/services.js'
-import { randomName, tempDir } from '../../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, openProducer, produceWords, snapshotState, type WordEvent } from '../fixture.js'
+import { tempDir } from '../../helpers/tmp.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, produceWords, snapshotState, spawnWorker, type WordEvent } from '../fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 
@@ -46,19 +44,9 @@ function watch(child: ChildProcess): { until(done: (e: WorkerEvent) => boolean):
 }
 
 it('a worker stalled (SIGSTOP) past the session timeout: the group moves its partitions; resumed (SIGCONT), it stops processing those its claims were taken from, no snapshot of it wins, and the final state is exact', async () => {
-  const { brokers } = kafkaService()
-  const { producer } = await openProducer(brokers)
-  onTestFinished(() => producer.disconnect())
-  const topic = randomName('kc-zombie')
-  const job = randomName('job')
-  const snapshotRoot = tempDir()
+  const { brokers, producer, topic, job, snapshotRoot } = await groupFixture('kc-zombie')
   const produced = await produceWords(producer, topic, PARTITIONS, 300)
-  const worker: ChildProcess = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', 'fixtures', 'worker.ts'), JSON.stringify(brokers), job, topic, tempDir(), snapshotRoot], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  onTestFinished(() => {
-    worker.kill('SIGKILL')
-  })
+  const worker = spawnWorker({ brokers, job, topic, snapshotRoot })
   const events = watch(worker)
   const committed = new Map<string, bigint>()
   const snapshotted = new Set<string>()
