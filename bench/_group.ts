@@ -73,6 +73,9 @@ export interface SharedSpec {
   snapshotRoot: string
 }
 
+/** How the progress reports name a number of members. */
+const COUNT_WORDS: Readonly<Record<number, string>> = { 2: 'two', 3: 'three', 4: 'four', 5: 'five' }
+
 /** The mock's partitions per topic. */
 const PER_TOPIC = 4
 
@@ -322,6 +325,25 @@ export class GroupBench {
     this.members.set(spec.name, member)
     await consumer.start()
     return member
+  }
+
+  /** `common` for the member `name`, with its own state directory in the bench's. */
+  spec(name: string, common: Omit<MemberSpec, 'name' | 'stateDir'>): MemberSpec {
+    return { name, stateDir: join(this.dir.path, name), ...common }
+  }
+
+  /**
+   * Starts the members `names` (`child` in a child process, the others in
+   * this one) from `common`, together, so that the first assignment is
+   * already spread: a member that ran a partition for a while keeps a store
+   * of it, which a later restore or move would use. Resolves once they run
+   * every partition and `balanced` holds for the count each one runs.
+   */
+  async startTogether(names: readonly string[], common: Omit<MemberSpec, 'name' | 'stateDir'>, options: { child?: string; balanced: (running: number) => boolean }): Promise<void> {
+    await Promise.all(names.map((name) => (name === options.child ? this.child(this.spec(name, common)) : this.member(this.spec(name, common)))))
+    const count = COUNT_WORDS[names.length] ?? String(names.length)
+    await this.settled(`${count} members to run every partition`)
+    await this.until(`the ${count} to be balanced`, () => names.every((m) => options.balanced(this.running(m).length)))
   }
 
   /** A member in a child process (bench/_group-member.ts), which the bench can SIGKILL. Resolves once it joined. */

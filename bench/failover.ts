@@ -23,7 +23,6 @@
  * - detectMs: from the SIGKILL to that assignment (the group's session
  *   timeout and join round; the mock's, not Tidemark's).
  */
-import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
 import { gapAfterAssignment, GroupBench, now, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
@@ -39,12 +38,8 @@ interface Outcome {
 
 async function failover(partitions: number, sizeMb: number, standbys: number): Promise<Outcome> {
   return GroupBench.run('failover', partitions, sizeMb, async (bench) => {
-    const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), standbys, snapshotEveryMs: 2000 })
-    // Together, so that the first assignment is already spread: a member that
-    // ran a partition for a while keeps a store of it, which a restore would use.
-    const [victim] = await Promise.all([bench.child(spec('v')), ...['a', 'b', 'c'].map((name) => bench.member(spec(name)))])
-    await bench.settled('four members to run every partition')
-    await bench.until('the four to be balanced', () => ['a', 'b', 'c', 'v'].every((m) => bench.running(m).length === partitions / 4))
+    await bench.startTogether(['v', 'a', 'b', 'c'], { standbys, snapshotEveryMs: 2000 }, { child: 'v', balanced: (running) => running === partitions / 4 })
+    const victim = bench.members.get('v')!
     if (standbys > 0) {
       const syncedAfter = now()
       await bench.until('every standby copy to sync', () => bench.partitions.every((p) => bench.events.some((e) => e.t === 'synced' && e.partition === p && e.at >= syncedAfter)))

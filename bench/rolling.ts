@@ -29,7 +29,6 @@
  *   roundRobinGroupPartitionSecondsLost): every gap between a partition's
  *   commits beyond 1 s, the group's part included.
  */
-import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
 import { GroupBench, now, partitionSecondsLost, type GroupEvent, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
@@ -75,17 +74,15 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
 async function rolling(partitions: number, sizeMb: number, baseline: boolean): Promise<Outcome> {
   return GroupBench.run('rolling', partitions, sizeMb, async (bench, { stateBytes }) => {
     const names = ['a', 'b', 'c']
-    const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), snapshotEveryMs: 2000, roundRobin: baseline })
-    await Promise.all(names.map((name) => bench.member(spec(name))))
-    await bench.settled('three members to run every partition')
-    await bench.until('the three to be balanced', () => names.every((m) => bench.running(m).length === partitions / 3))
+    const common = { snapshotEveryMs: 2000, roundRobin: baseline }
+    await bench.startTogether(names, common, { balanced: (running) => running === partitions / 3 })
     const home = bench.owners()
     const from = now()
     for (const name of names) {
       bench.log(`restarting ${name}`)
       await bench.members.get(name)!.close(baseline)
       bench.members.delete(name)
-      await bench.member(spec(name))
+      await bench.member(bench.spec(name, common))
       await bench.settled(`every partition after ${name}'s restart`)
     }
     const end = now()

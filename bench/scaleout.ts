@@ -50,20 +50,15 @@ interface Outcome {
 
 async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number): Promise<Outcome> {
   return GroupBench.run('scaleout', partitions, sizeMb, async (bench) => {
-    const warmup = { maxWarmups }
-    const spec = (name: string) => ({ name, stateDir: join(bench.dir.path, name), warmup, snapshotEveryMs: 2000 })
-    // Together, so that the first assignment is already spread: a member that
-    // ran a partition for a while keeps a store of it, a copy the move would use.
-    await Promise.all(['a', 'b', 'c'].map((name) => bench.member(spec(name))))
-    await bench.settled('three members to run every partition')
-    await bench.until('the three to be balanced', () => ['a', 'b', 'c'].every((m) => bench.running(m).length >= Math.floor(partitions / 3)))
+    const common = { warmup: { maxWarmups }, snapshotEveryMs: 2000 }
+    await bench.startTogether(['a', 'b', 'c'], common, { balanced: (running) => running >= Math.floor(partitions / 3) })
     const before = bench.owners()
     const owned = ['a', 'b', 'c'].map((m) => [...before.values()].filter((o) => o === m).length)
     const movedMinimum = stickyMinimum(owned, 1, partitions)
     bench.log(`three members hold ${owned.join('/')}; the fourth joins`)
 
     const joinAt = now()
-    await bench.member(spec('d'))
+    await bench.member(bench.spec('d', common))
     const share = Math.floor(partitions / 4)
     await bench.until('the fourth member to run its share', () => bench.running('d').length >= share)
     await bench.settled('every partition to catch up')
