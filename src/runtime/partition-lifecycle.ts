@@ -16,7 +16,7 @@ import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catal
 import { SnapshotLayout } from '../snapshot/layout.js'
 import { prefetchSnapshot, type Prefetch } from '../snapshot/prefetch.js'
 import type { SnapshotFollower } from '../snapshot/follow.js'
-import { restoreSnapshot, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
+import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
@@ -104,6 +104,8 @@ export interface PartitionLifecycleOptions {
    */
   standby?: SnapshotFollower
 }
+
+type IntactLocal = LocalState & { state: 'intact' }
 
 /** Where a start found its state. */
 export interface LifecycleStart {
@@ -212,22 +214,28 @@ export class PartitionLifecycle {
   /**
    * Takes the claim, restores, opens the store, then calls `prepare` (a
    * runtime's own checks of where its source resumes, which may reset the
-   * store), attaches the outputs and starts the snapshots. A failure shuts
-   * down what was started and rejects.
+   * store; `claimWaitMs` tells it how long the claim kept it waiting),
+   * attaches the outputs and starts the snapshots. A failure shuts down
+   * what was started and rejects.
    */
-  async start(prepare?: () => Promise<void>): Promise<LifecycleStart> {
+  async start(prepare?: (claim: { claimWaitMs: number }) => Promise<void>): Promise<LifecycleStart> {
     const o = this.#o
+    // Closed here unless handed to the restore, which closes it in every outcome but one: the store comes back open.
+    let early: Promise<IntactLocal | undefined> | undefined
     try {
       let restored: RestoreResult | undefined
+      let opened: PartitionStore | undefined
       let skipped: SkippedSnapshot[] = []
       let known: VerifiedManifests | undefined
       if (o.snapshots !== undefined) {
         const store = o.snapshots.store
-        // The claim comes first: nothing touches the partition store before
-        // it is held. Its epoch is above every snapshot that verifies, so
-        // this owner's snapshots fence every writer before it. The listing
-        // serves the restore and the first snapshot too, unless a snapshot
-        // committed after it (the previous owner's hand-off).
+        early = this.#inspectEarly()
+        // The claim comes first: nothing is restored, committed or published
+        // before it is held (the local store is only opened meanwhile). Its
+        // epoch is above every snapshot that verifies, so this owner's
+        // snapshots fence every writer before it. The listing serves the
+        // restore and the first snapshot too, unless a snapshot committed
+        // after it (the previous owner's hand-off).
         const listed = await listVerifiedManifests(store, this.#layout)
         let prefetch: Prefetch | undefined
         const current = await this.#acquire(store, listed, (p) => { prefetch = p }).catch(async (err: unknown) => {
@@ -240,7 +248,9 @@ export class PartitionLifecycle {
         const reuse = await prefetch?.stop() ?? await this.#standbyFiles()
         if (reuse !== undefined) o.events.phase?.(`reusing ${reuse.length} files`)
         const meter = o.events.progress === undefined ? undefined : new ProgressMeter('restore', o.events.progress)
-        restored = await restoreSnapshot({
+        const local = await early
+        early = undefined
+        const kept = await restoreKeepingStore({
           snapshotStore: store,
           job: o.job,
           partition: o.key,
@@ -252,21 +262,23 @@ export class PartitionLifecycle {
           logger: o.logger,
           knownManifests: known,
           ...(reuse === undefined ? {} : { reuse }),
-        }).finally(async () => {
+        }, local).finally(async () => {
           // The restored store holds its own links to the files.
           await prefetch?.dispose()
           await o.standby?.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, err: error }, 'removing the standby copy failed'))
         })
         meter?.finish()
+        restored = kept.result
+        opened = kept.store
         skipped = this.#skipped(restored, listed)
       } else {
         await mkdir(dirname(o.path), { recursive: true })
         await removeStalePrefetch(o.path)
       }
       o.events.phase?.('restored')
-      this.#store = await this.#open()
-      o.events.phase?.('opened')
-      await prepare?.()
+      this.#store = opened ?? await this.#open()
+      o.events.phase?.(opened === undefined ? 'opened' : 'opened early')
+      await prepare?.({ claimWaitMs: this.#claimWaitMs })
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
       if (o.snapshots !== undefined) this.#startSnapshots(o.snapshots, known, restored)
@@ -283,8 +295,27 @@ export class PartitionLifecycle {
         claimWaitMs: this.#claimWaitMs,
       }
     } catch (err) {
+      await early?.then((local) => local?.store?.close()).catch(() => undefined)
       await this.shutdown().catch(() => undefined)
       throw err
+    }
+  }
+
+  /**
+   * The local store, inspected and opened while the claim is taken, so that
+   * a start that uses it as it is opens it once, at the same time. Opening
+   * it is safe before the claim: the directory is this process's alone
+   * (LevelDB's lock), and nothing is committed or published from it until
+   * the claim is held. Undefined when it is not an intact store or anything
+   * here failed: the restore then inspects it again after the claim, and
+   * reports what it finds as it always did.
+   */
+  async #inspectEarly(): Promise<IntactLocal | undefined> {
+    try {
+      const local = await inspectLocal(this.#o.path, true, () => this.#open(false))
+      return local.state === 'intact' ? local : undefined
+    } catch {
+      return undefined
     }
   }
 
@@ -297,9 +328,9 @@ export class PartitionLifecycle {
     return this.#store
   }
 
-  #open(): Promise<PartitionStore> {
+  #open(create = true): Promise<PartitionStore> {
     const o = this.#o
-    return PartitionStore.open({ ...o.store, path: o.path, states: o.outputs.states(o.states) })
+    return PartitionStore.open({ ...o.store, path: o.path, states: o.outputs.states(o.states), ...(create ? {} : { create }) })
   }
 
   /** The standby copy's files, once its follower stopped (a sync must not remove what the restore links). */

@@ -124,7 +124,9 @@ export class FsSnapshotStore extends AbstractSnapshotStore {
         await file.close()
       }
       if (options.ifMatch !== undefined) {
+        // It syncs the directory itself, under the lock.
         await this.#swap(key, path, temp, options.ifMatch)
+        return { key, size, etag }
       } else if (options.ifNoneMatch) {
         // link() creates the name only if it is free, atomically, also on NFS;
         // rename() would replace an existing object.

@@ -6,8 +6,8 @@
 // cannot hold claims) must hold the same way in both.
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { describe, expect, it, onTestFinished } from 'vitest'
-import { acquireClaim, FsSnapshotStore, readClaim, type SnapshotStore, type TidemarkError } from '../../src/index.js'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
+import { acquireClaim, FsSnapshotStore, PartitionStore, readClaim, type SnapshotStore, type TidemarkError } from '../../src/index.js'
 import { fold, type Fold, type WordEvent } from '../kafka-consumer/fixture.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 
@@ -29,6 +29,8 @@ export interface LifecycleEnv {
   key: string
   /** Appends word events to the partition; resolves with their offsets. */
   append(values: WordEvent[]): Promise<Array<{ offset: bigint; value: WordEvent }>>
+  /** Opens of each local store, before its start, that only read its position (a consumer group member advertising what it holds). */
+  positionReadsAtStart: number
   /** Constructs the runtime (a caller mistake throws here, synchronously). */
   open(options: { job: string; stateDir: string; store: SnapshotStore; handler?: (value: WordEvent) => void }): LifecycleRunner
   close(): Promise<void>
@@ -100,6 +102,30 @@ export function lifecycleSuite(harness: LifecycleHarness): void {
       const more = await env.append(words(120, 1))
       await b.appliedThrough(more.at(-1)!.offset)
       expect(await b.state()).toEqual(fold([...first, ...more]))
+      await b.close()
+    })
+
+    it('a restart over its own store, not behind the newest snapshot, uses that store as it is and opens it once', async () => {
+      const { env, store, job } = await setup()
+      const appended = await env.append(words(80))
+      const stateDir = tempDir()
+      const a = env.open({ job, stateDir, store })
+      await a.start()
+      await a.appliedThrough(appended.at(-1)!.offset)
+      await a.close()
+      // Counted, not replaced: the store opened while the claim is taken must be the one that runs.
+      const opens = vi.spyOn(PartitionStore, 'open')
+      onTestFinished(() => opens.mockRestore())
+      const b = env.open({ job, stateDir, store })
+      expect((await b.start()).source).toBe('local')
+      const perStore = new Map<string, number>()
+      for (const [options] of opens.mock.calls) if (options.path.startsWith(stateDir)) perStore.set(options.path, (perStore.get(options.path) ?? 0) + 1)
+      expect(perStore.size).toBeGreaterThan(0)
+      for (const [path, count] of perStore) expect({ path, count }).toEqual({ path, count: 1 + env.positionReadsAtStart })
+      expect(await b.state()).toEqual(fold(appended))
+      const more = await env.append(words(20, 3))
+      await b.appliedThrough(more.at(-1)!.offset)
+      expect(await b.state()).toEqual(fold([...appended, ...more]))
       await b.close()
     })
 

@@ -26,6 +26,7 @@ lifecycleSuite({
     const log = await openFileLog(join(tempDir('tidemark-lifecycle-log-'), 'log'))
     return {
       key: '0',
+      positionReadsAtStart: 0,
       async append(values) {
         const out = []
         for (const value of values) out.push({ offset: await log.append(Buffer.from(JSON.stringify(value))), value })
@@ -79,6 +80,8 @@ lifecycleSuite({
     const topic = randomName('lifecycle')
     return {
       key: `${topic}-0`,
+      // LocalState.findOnDisk: the member's join advertises the stores it holds, with their positions.
+      positionReadsAtStart: 1,
       async append(values) {
         const [meta] = await producer.send({ topic, acks: -1, messages: values.map((v) => ({ key: v.word, value: JSON.stringify(v), partition: 0 })) })
         const base = BigInt(meta!.baseOffset!)

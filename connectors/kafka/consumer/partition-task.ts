@@ -141,14 +141,20 @@ export class PartitionTask<V> {
     const t0 = performance.now()
     const tp = { topic: this.topic, partition: this.partition }
     this.#phase = this.#phases('start', t0)
+    // Asked for while the claim is taken and the store opens: a restart
+    // that finds its store as it left it is then ready at once.
+    const early = this.#services.watermarks(this.topic, this.partition)
+    early.catch(() => undefined)
     try {
       let reset = false
       // Where the source resumes: Kafka's retention may have deleted what
       // the state needs next, and a partition without state starts where
-      // the options say.
-      const started = await this.#life.start(async () => {
+      // the options say. Bounds from before a wait for the claim (up to
+      // handoff.waitMs) are asked for again: retention may have moved the
+      // log's start meanwhile, and a truncation must not go unnoticed.
+      const started = await this.#life.start(async ({ claimWaitMs }) => {
         const o = this.#o
-        const { low, high } = await this.#services.watermarks(this.topic, this.partition)
+        const { low, high } = await (claimWaitMs === 0 ? early : this.#services.watermarks(this.topic, this.partition))
         const position = this.position
         if (position !== undefined) {
           this.#fetchFrom = position + 1n

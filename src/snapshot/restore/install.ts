@@ -15,7 +15,8 @@ import type { RestoreEvent } from './types.js'
 /** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 export type LocalState =
   | { state: 'absent'; dir: Identity | undefined }
-  | { state: 'intact'; positions: Position[]; dir: Identity }
+  /** `store`: kept open for the caller (inspectLocal's `open`), to be closed before anything replaces it. */
+  | { state: 'intact'; positions: Position[]; dir: Identity; store?: PartitionStore }
   | { state: 'damaged'; reason: string; dir: Identity }
 
 interface Identity {
@@ -136,8 +137,13 @@ function conflictOr(err: unknown, target: string): unknown {
  * for a store (its marker, or nothing but LevelDB's files with a valid
  * CURRENT) may be replaced; anything else is refused before anything is
  * downloaded: it is not ours to delete.
+ *
+ * With `open`, an intact store is opened with it and kept open (the caller's
+ * options: its states, its settings), so that a store used as it is opens
+ * once; an error of `open` is thrown as it is instead of calling the store
+ * damaged, since it may be the caller's options that do not fit.
  */
-export async function inspectLocal(target: string, useLocal: boolean): Promise<LocalState> {
+export async function inspectLocal(target: string, useLocal: boolean, open?: () => Promise<PartitionStore>): Promise<LocalState> {
   let found: StoreDir
   try {
     found = await inspectStoreDir(target)
@@ -165,6 +171,10 @@ export async function inspectLocal(target: string, useLocal: boolean): Promise<L
     }
   } catch (err) {
     return damaged(`the local store's MANIFEST cannot be read: ${(err as Error).message}`)
+  }
+  if (open !== undefined) {
+    const store = await open()
+    return { state: 'intact', positions: store.positions(), dir, store }
   }
   try {
     const store = await PartitionStore.open({ path: target, create: false })

@@ -13,7 +13,8 @@ import { callListener } from '../../logging/listener.js'
 import { restoreEnded, restoreObserved, restoreProgress } from '../../metrics/snapshot-metrics.js'
 import type { RestoreEvent, RestoreOptions, RestoreProgress, RestoreResult, ReusableFile, SkippedSnapshot, SnapshotSummary } from './types.js'
 import { LocalTables, download } from './download.js'
-import { assertReplaceable, inspectLocal, localWriteFailed, replaceWithEmpty } from './install.js'
+import { assertReplaceable, inspectLocal, localWriteFailed, replaceWithEmpty, type LocalState } from './install.js'
+import type { PartitionStore } from '../../store/partition-store.js'
 
 const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', 'reuse', ...Object.keys(RESTORE_DEFAULTS)]
 
@@ -34,6 +35,29 @@ const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onPro
  * restore instead of skipping snapshots: they say nothing about a snapshot.
  */
 export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreResult> {
+  return (await restoreKeepingStore(options)).result
+}
+
+/**
+ * restoreSnapshot for a runtime that opens the store next: `local` is what
+ * its inspectLocal(target, true, open) found before it held the claim, an
+ * intact store kept open. When that store is used as it is, it comes back
+ * open (one open instead of two); in every other outcome it is closed
+ * before anything replaces it.
+ */
+export async function restoreKeepingStore(options: RestoreOptions, local?: LocalState & { state: 'intact' }): Promise<{ result: RestoreResult; store?: PartitionStore }> {
+  let handed = false
+  try {
+    const restored = await restore(options, local)
+    // Closed already when a download was tried first (and its snapshot skipped).
+    handed = restored.source === 'local' && local?.store?.closed === false
+    return { result: restored, ...(handed ? { store: local!.store! } : {}) }
+  } finally {
+    if (!handed) await local?.store?.close()
+  }
+}
+
+async function restore(options: RestoreOptions, early: (LocalState & { state: 'intact' }) | undefined): Promise<RestoreResult> {
   const started = performance.now()
   const o = checkObject(options, 'restore options')
   checkKnown(o, KNOWN, 'restore')
@@ -75,7 +99,8 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     callListener(() => settings.onEvent?.(event), undefined, logger, { ...labels, event: event.type })
   }
 
-  const local = await inspectLocal(target, settings.useLocal)
+  if (early !== undefined && !settings.useLocal) throw new TypeError('restoreKeepingStore: a store inspected beforehand is only for a restore that may use it (useLocal, no snapshot named)')
+  const local: LocalState = early ?? await inspectLocal(target, settings.useLocal)
   // A store that is there but behind (or damaged) still holds table files the
   // snapshot may share: LevelDB never changes one, so a matching hash is the file.
   if (local.state === 'intact' || (local.state === 'damaged' && settings.useLocal)) settings.localTables = new LocalTables(target)
@@ -113,6 +138,8 @@ export async function restoreSnapshot(options: RestoreOptions): Promise<RestoreR
     }
     try {
       if (local.state !== 'absent') assertReplaceable(target, local.dir)
+      // LevelDB must not hold the directory that the download may move aside.
+      if (local.state === 'intact') await local.store?.close()
       const restored = await download(store, layout, manifest, target, local, settings, emit).catch((err: unknown) => { throw localWriteFailed(err, target) })
       return done({ source: 'snapshot', snapshot: summary(layout, manifest), ...restored })
     } catch (err) {
