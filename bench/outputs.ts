@@ -15,9 +15,10 @@
  *   eoIdRatio, for information: the same against the direct job sending
  *   each record with that header too (run right after the direct job in
  *   each round), i.e. the outbox's share of the gap without the header's.
- *   This process loads tidemark/kafka, whose kafkajs header encoder
- *   (connectors/kafka/kafkajs-fixes.ts) both header-sending jobs use; the
- *   direct job sends no header and runs kafkajs's own code.
+ *   This process loads tidemark/kafka, whose kafkajs header and record
+ *   encoders for records with headers (connectors/kafka/kafkajs-fixes.ts)
+ *   both header-sending jobs use; the direct job sends no header and runs
+ *   kafkajs's own code.
  * - emitRatio: events/s of a PartitionProcessor word count on a file log
  *   that emits one record per event (`outputs` with a fileLogSink, delivery
  *   running in the background as it would), ÷ the same job without
