@@ -66,6 +66,8 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
         if (sent !== undefined) waitFrom = Math.max(waitFrom, sent)
       }
       lost += Math.max(0, until - waitFrom)
+      // GROUP_TRACE=1: each part of the sum, to tell the restarted member's starts from the kept partitions' resumptions.
+      if (process.env.GROUP_TRACE === '1' && sentAt !== undefined) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: ${Math.round(until - waitFrom)} ms${until === nextRound ? ' (to the next round)' : ''}\n`)
     }
   }
   return lost / 1000

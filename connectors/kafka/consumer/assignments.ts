@@ -67,13 +67,16 @@ export class AssignmentHandler<V> {
         continue
       }
       // Kept across the rebalance. It is paused (a restarted kafkajs
-      // consumer forgot its pauses) until its claim is looked at: a member
-      // that stalled past the session timeout (SIGSTOP) and rejoined still
-      // runs tasks whose claims others took meanwhile. Such a task, or one
-      // whose snapshots were fenced, is replaced by a new one, which waits
-      // for the current holder's release and restores its hand-off. kafkajs
-      // starts the new generation at the group's committed offsets; the
-      // store's position is the truth, so a running task is seeked to it.
+      // consumer forgot its pauses) until its earlier work settled, then
+      // resumed while its claim is looked at: nothing is applied before the
+      // answer (PartitionTask.holdsClaim), and the fetch does not wait for
+      // it. A member that stalled past the session timeout (SIGSTOP) and
+      // rejoined still runs tasks whose claims others took meanwhile. Such
+      // a task, or one whose snapshots were fenced, is replaced by a new
+      // one, which waits for the current holder's release and restores its
+      // hand-off. kafkajs starts the new generation at the group's
+      // committed offsets; the store's position is the truth, so a running
+      // task is seeked to it.
       this.#hooks.pause(tp)
       if (this.#stopped) continue
       const { task } = entry
@@ -85,13 +88,10 @@ export class AssignmentHandler<V> {
       entry.ready = (async () => {
         await before
         if (this.#current.get(key) !== entry || task.state !== 'running') return
-        if (!(await task.holdsClaim())) {
-          if (this.#current.get(key) === entry) this.#replace(key, entry)
-          return
-        }
-        if (this.#current.get(key) !== entry || task.state !== 'running') return
+        const holds = task.holdsClaim()
         this.#hooks.seek(tp, task.nextOffset)
         this.#hooks.resume(tp)
+        if (!(await holds) && this.#current.get(key) === entry) this.#replace(key, entry)
       })().catch((error: unknown) => this.#hooks.failed(tp, error))
     }
     return { assigned, revoked }

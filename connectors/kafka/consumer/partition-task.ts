@@ -42,6 +42,8 @@ export class PartitionTask<V> {
   readonly #cancel = new AbortController()
   /** Why start() failed (the lifecycle's failures are those of a running partition). */
   #startFailure: { error: unknown } | undefined
+  /** A look at the claim under way (holdsClaim()): batches wait for it. */
+  #look: Promise<boolean> | undefined
   /** Names the step that the debug timings of a start or a close report. */
   #phase: ((step: string) => void) | undefined
 
@@ -209,7 +211,8 @@ export class PartitionTask<V> {
    */
   apply(messages: readonly KafkaMessage[]): Promise<bigint | undefined> {
     if (this.#state !== 'running') return Promise.resolve(undefined)
-    const run = this.#apply(messages)
+    const look = this.#look
+    const run = look === undefined ? this.#apply(messages) : look.then((holds) => (holds && this.#state === 'running' ? this.#apply(messages) : undefined))
     this.#busy = run.catch(() => undefined)
     return run
   }
@@ -359,12 +362,20 @@ export class PartitionTask<V> {
 
   /**
    * Looks at the claim now (one HEAD): false when another owner took it
-   * (the task then stops with TIDEMARK_OWNERSHIP_LOST); true while this task
-   * holds it, when there is no claim, or when the store cannot tell now
-   * (the periodic check looks again).
+   * (the task then stops with TIDEMARK_OWNERSHIP_LOST, its partition
+   * paused); true while this task holds it, when there is no claim, or when
+   * the store cannot tell now (the periodic check looks again). Batches
+   * handed in meanwhile wait for the answer, and are not applied when the
+   * claim was lost: the partition can be fetched while the look is under
+   * way.
    */
   async holdsClaim(): Promise<boolean> {
-    if (await this.#life.holdsClaim()) return true
+    const look = this.#life.holdsClaim()
+    this.#look = look
+    const holds = await look
+    if (this.#look === look && holds) this.#look = undefined
+    if (holds) return true
+    this.#services.pause({ topic: this.topic, partition: this.partition })
     await this.#busy
     this.#life.stopIfClaimLost()
     await this.#life.shutdown().catch(() => undefined)
