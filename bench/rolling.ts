@@ -3,7 +3,7 @@
  * directories: each member in turn closes and starts again. librdkafka's
  * mock, file-system snapshots.
  *
- *   npm run bench -- rolling [--partitions 12] [--size-mb 24] [--rounds 1]
+ *   npm run bench -- rolling [--partitions 12] [--size-mb 24] [--rounds 3]
  *
  * Tidemark's way: close({ leaveGroup: false }) and the state-aware
  * assignor, so the restarted member's join starts the one rebalance and its
@@ -28,10 +28,15 @@
  *   baseline. groupPartitionSecondsLost (and
  *   roundRobinGroupPartitionSecondsLost): every gap between a partition's
  *   commits beyond 1 s, the group's part included.
+ * One JSON object for the run: each figure is the median over `--rounds`
+ * interleaved pairs (ours, then round-robin), partitionsHome the fewest and
+ * bytesDownloaded the most of any round; lostRatio (the target) is the
+ * median of the per-round ratios partitionSecondsLost ÷
+ * roundRobinPartitionSecondsLost, and ...Rounds hold each round's figures.
  */
 import { saveFigures } from './_figures.js'
 import { GroupBench, now, partitionSecondsLost, type GroupEvent, threadPoolSize } from './_group.js'
-import { emit, intFlags, loadAvg, round } from './_util.js'
+import { emit, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 
 interface Outcome {
   partitions: number
@@ -103,25 +108,49 @@ async function rolling(partitions: number, sizeMb: number, baseline: boolean): P
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { partitions: 12, 'size-mb': 24, rounds: 1 })
+  const opts = intFlags(args, { partitions: 12, 'size-mb': 24, rounds: 3 })
   const loadAvgAtStart = loadAvg()
+  const pairs: Array<{ ours: Outcome; roundRobin: Outcome }> = []
   for (let r = 0; r < opts.rounds; r++) {
     const ours = await rolling(opts.partitions, opts['size-mb'], false)
     const roundRobin = await rolling(opts.partitions, opts['size-mb'], true)
-    const result = {
-      bench: 'rolling',
-      sizeMb: opts['size-mb'],
-      ...ours,
-      roundRobinPartitionSecondsLost: roundRobin.partitionSecondsLost,
-      roundRobinPartitionSecondsLostToCommit: roundRobin.partitionSecondsLostToCommit,
-      roundRobinGroupPartitionSecondsLost: roundRobin.groupPartitionSecondsLost,
-      roundRobinPartitionsHome: roundRobin.partitionsHome,
-      roundRobinBytesDownloaded: roundRobin.bytesDownloaded,
-      uvThreadPoolSize: threadPoolSize(),
-      loadAvgAtStart,
-      loadAvgAtEnd: loadAvg(),
-    }
-    emit(result)
-    saveFigures('rolling', args, result)
+    pairs.push({ ours, roundRobin })
+    bench(`round ${r + 1}: ours ${ours.partitionSecondsLost} s, round-robin ${roundRobin.partitionSecondsLost} s`)
   }
+  // One draw of the baseline says little: which partitions round-robin moves
+  // depends on kafkajs's random member ids (6.9 to 97.7 partition-seconds in
+  // three rounds of one run). As in the other benches, the figure is the
+  // median over interleaved rounds, and the target the median of the
+  // per-round ratios; each round's figures are printed too.
+  const med = (pick: (o: Outcome) => number, side: 'ours' | 'roundRobin'): number => round(median(pairs.map((p) => pick(p[side]))), 2)
+  const each = (pick: (o: Outcome) => number, side: 'ours' | 'roundRobin'): number[] => pairs.map((p) => pick(p[side]))
+  const result = {
+    bench: 'rolling',
+    sizeMb: opts['size-mb'],
+    partitions: opts.partitions,
+    // The worst round: every partition home and nothing downloaded in every one.
+    partitionsHome: Math.min(...each((o) => o.partitionsHome, 'ours')),
+    bytesDownloaded: Math.max(...each((o) => o.bytesDownloaded, 'ours')),
+    stateBytes: Math.min(...each((o) => o.stateBytes, 'ours')),
+    partitionSecondsLost: med((o) => o.partitionSecondsLost, 'ours'),
+    roundRobinPartitionSecondsLost: med((o) => o.partitionSecondsLost, 'roundRobin'),
+    ...prefixed('lostRatio', pairedRatio(pairs.map((p) => p.ours.partitionSecondsLost / p.roundRobin.partitionSecondsLost))),
+    partitionSecondsLostRounds: each((o) => o.partitionSecondsLost, 'ours'),
+    roundRobinPartitionSecondsLostRounds: each((o) => o.partitionSecondsLost, 'roundRobin'),
+    partitionSecondsLostToCommit: med((o) => o.partitionSecondsLostToCommit, 'ours'),
+    roundRobinPartitionSecondsLostToCommit: med((o) => o.partitionSecondsLostToCommit, 'roundRobin'),
+    groupPartitionSecondsLost: med((o) => o.groupPartitionSecondsLost, 'ours'),
+    roundRobinGroupPartitionSecondsLost: med((o) => o.groupPartitionSecondsLost, 'roundRobin'),
+    roundRobinPartitionsHome: each((o) => o.partitionsHome, 'roundRobin'),
+    roundRobinBytesDownloaded: each((o) => o.bytesDownloaded, 'roundRobin'),
+    uvThreadPoolSize: threadPoolSize(),
+    loadAvgAtStart,
+    loadAvgAtEnd: loadAvg(),
+  }
+  emit(result)
+  saveFigures('rolling', args, result)
+}
+
+function bench(what: string): void {
+  process.stderr.write(`[rolling] ${what}\n`)
 }
