@@ -5,7 +5,7 @@ import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey,
 import { resolveOutputs } from '../../src/outputs/options.js'
 import { OutboxPublisher } from '../../src/outputs/publisher.js'
 import { OutboxChunkWriter } from '../../src/outputs/chunk-writer.js'
-import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord } from '../../src/outputs/record.js'
+import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord, EncodedBatch } from '../../src/outputs/record.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counts, wordLog } from './fixtures.js'
 
@@ -151,6 +151,54 @@ describe('outputs: sinks that take the binary form (sendEncoded)', () => {
     const damaged = forms[1]!.subarray(0, forms[1]!.length - 1)
     expect(() => decodeOutboxRecord(damaged)).toThrow(/truncated/)
     expect(() => eachEncodedRecord(plain([forms[0]!, damaged]), () => undefined)).toThrow(/truncated/)
+  })
+
+  it('the publisher\'s batches hand each record\'s fields as decoding reads them, across entries, and a damaged record\'s error after the records before it', () => {
+    // Records that vary every field a reader could carry over from the one before.
+    const chunk = (first: number, n: number): { bytes: Buffer; starts: number[] } => {
+      const writer = new OutboxChunkWriter(64)
+      for (let i = first; i < first + n; i++) {
+        const names = i % 3 === 0 ? ['a', 'b'] : i % 3 === 1 ? ['b'] : undefined
+        writer.append(`tm1:j:words:0:${i}:0`, ['out', 'out', 'two', 'ünï', 'x'.repeat(70)][i % 5]!, i % 5 === 0 ? i : -1,
+          i % 4 === 1 ? null : i % 4 === 2 ? '' : `k${i}`, i % 6 === 5 ? null : 'v'.repeat(i % 9), names, names && { a: `A${i}`, b: Buffer.from([i, 0, 255]) }, 'tm1:j:words:0')
+      }
+      return { bytes: Buffer.from(writer.bytes()), starts: writer.starts() }
+    }
+    const chunks = [chunk(0, 13), chunk(13, 8)]
+    const batch = new EncodedBatch()
+    batch.add(chunks[0]!.bytes, chunks[0]!.starts, 2, 13)
+    batch.add(chunks[1]!.bytes, chunks[1]!.starts, 0, 8)
+    const fields: unknown[] = []
+    eachEncodedRecord(batch, (topic, partition, key, value, headers) => { fields.push({ topic, partition, key, value, headers }) })
+    expect(fields).toEqual(Array.from({ length: batch.length }, (_, i) => withoutId(batch.record(i))))
+    expect(fields).toHaveLength(19)
+
+    // Each damage in the second record of a batch of three (topic 'out', a
+    // null key, value 'v', header b: 01 00 ff): the first record is handed
+    // over, then decoding's error for the second.
+    const keyAt = (r: Buffer): number => 4 + 2 + r.readUInt16BE(4) + 2 + 3 + 4
+    const damages: Array<[string, (record: Buffer) => void]> = [
+      ['id length past the end', (r) => { r.writeUInt16BE(0xffff, 4) }],
+      ['key length below -1', (r) => { r.writeInt32BE(-5, keyAt(r)) }],
+      ['value length past the end', (r) => { r.writeInt32BE(1000, keyAt(r) + 4) }],
+      ['header value length of 2 GiB', (r) => { r.writeUInt32BE(0x80000000, r.indexOf(Buffer.from([1, 0, 255])) - 4) }],
+      ['a value one byte short: trailing bytes', (r) => { r.writeInt32BE(0, keyAt(r) + 4) }],
+      ['no magic', (r) => { r[0] = 0 }],
+    ]
+    for (const [what, damage] of damages) {
+      const { bytes, starts } = chunk(0, 3)
+      const second = bytes.subarray(starts[1]! + 4, starts[2])
+      damage(second)
+      const damaged = new EncodedBatch()
+      damaged.add(bytes, starts, 0, 3)
+      // Decoding's error, its byte positions counted in the entry.
+      let decodeError: unknown
+      try { damaged.record(1) } catch (error) { decodeError = error }
+      expect(decodeError, what).toBeInstanceOf(Error)
+      const handed: string[] = []
+      expect(() => eachEncodedRecord(damaged, (_t, _p, key) => { handed.push(String(key)) }), what).toThrow((decodeError as Error).message)
+      expect(handed, what).toEqual(['k0'])
+    }
   })
 
   it('outputs.sink.sendEncoded must be a function when set', () => {
