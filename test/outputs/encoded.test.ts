@@ -5,7 +5,8 @@ import { DEDUPE_STATE, encodeOutboxRecord, fileLogSink, OUTBOX_STATE, outboxKey,
 import { resolveOutputs } from '../../src/outputs/options.js'
 import { OutboxPublisher } from '../../src/outputs/publisher.js'
 import { OutboxChunkWriter } from '../../src/outputs/chunk-writer.js'
-import { decodeOutboxChunk, decodeOutboxRecord, eachEncodedRecord, EncodedBatch } from '../../src/outputs/record.js'
+import { decodeOutboxChunk, decodeOutboxRecord } from '../../src/outputs/record.js'
+import { eachEncodedRecord, EncodedBatch } from '../../src/outputs/encoded-batch.js'
 import { tempDir } from '../helpers/tmp.js'
 import { counts, wordLog } from './fixtures.js'
 
