@@ -115,7 +115,7 @@ export async function run(args: string[]): Promise<void> {
     const ours = await rolling(opts.partitions, opts['size-mb'], false)
     const roundRobin = await rolling(opts.partitions, opts['size-mb'], true)
     pairs.push({ ours, roundRobin })
-    bench(`round ${r + 1}: ours ${ours.partitionSecondsLost} s, round-robin ${roundRobin.partitionSecondsLost} s`)
+    progress(`round ${r + 1}: ours ${ours.partitionSecondsLost} s, round-robin ${roundRobin.partitionSecondsLost} s`)
   }
   // One draw of the baseline says little: which partitions round-robin moves
   // depends on kafkajs's random member ids (6.9 to 97.7 partition-seconds in
@@ -151,6 +151,6 @@ export async function run(args: string[]): Promise<void> {
   saveFigures('rolling', args, result)
 }
 
-function bench(what: string): void {
+function progress(what: string): void {
   process.stderr.write(`[rolling] ${what}\n`)
 }

@@ -4,8 +4,7 @@ import { describeValue } from '../util/describe-value.js'
 
 /** The first bytes of an output record (OutboxChunkWriter writes them too). */
 export const MAGIC = Buffer.from('TMO\x01', 'latin1')
-/** MAGIC's bytes, compared one by one where records are read in a loop. */
-export const [MAGIC_0, MAGIC_1, MAGIC_2, MAGIC_3] = MAGIC as unknown as [number, number, number, number]
+const [MAGIC_0, MAGIC_1, MAGIC_2, MAGIC_3] = MAGIC as unknown as [number, number, number, number]
 
 /**
  * The binary form of an output record: the outbox's value and the entry of
@@ -59,8 +58,8 @@ export function decodeOutboxRecord(bytes: Uint8Array): OutboxRecord {
  * field per record was a measurable share of delivery. One reader decodes a
  * whole outbox entry, whose records mostly share their topic and header
  * names: a text equal to the one read before is returned as that string.
+ * Exported for EncodedBatch only.
  */
-/** Reads records of the binary form; for this folder's readers only (EncodedBatch). */
 export class RecordReader {
   at = 0
   end = 0
@@ -217,7 +216,7 @@ export class RecordReader {
 /** Texts up to this many bytes are compared with the last one of their slot before being decoded. */
 const MAX_REUSED_TEXT = 64
 
-export function sameBytes(b: Buffer, x: number, y: number, n: number): boolean {
+function sameBytes(b: Buffer, x: number, y: number, n: number): boolean {
   for (let i = 0; i < n; i++) if (b[x + i] !== b[y + i]) return false
   return true
 }

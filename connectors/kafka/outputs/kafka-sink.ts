@@ -83,19 +83,11 @@ export function kafkaSink(options: KafkaSinkOptions): OutputSink {
 /** One send's messages: one request, topics in first-seen order, each topic's records in outbox order. */
 class TopicBatch {
   readonly #byTopic = new Map<string, Message[]>()
-  /** The last record's topic and its messages: a job's records mostly follow one topic, so most records skip the Map. */
-  #topic: string | undefined
-  #messages: Message[] = []
 
   // A field: handed to eachEncodedRecord() as it is.
   readonly add = (topic: string, partition: number, key: Buffer | null, value: Buffer | null, headers: Readonly<Record<string, Buffer>>): void => {
-    let messages: Message[] | undefined = this.#messages
-    if (topic !== this.#topic) {
-      messages = this.#byTopic.get(topic)
-      if (messages === undefined) this.#byTopic.set(topic, messages = [])
-      this.#topic = topic
-      this.#messages = messages
-    }
+    let messages = this.#byTopic.get(topic)
+    if (messages === undefined) this.#byTopic.set(topic, messages = [])
     // The record's headers object as it is (kafkajs only reads it), and
     // one object per message: no copy and no spread per record, which a
     // plain producer sending ready messages does not pay either.
