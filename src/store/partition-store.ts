@@ -11,6 +11,7 @@ import {
 } from './keys.js'
 import { formatPosition, sourceId, validatePosition, type Position } from './position.js'
 import type { StateDefinition } from './state.js'
+import { checkDeclaredStates, decodeStateRecord, encodeStateRecord, type RecordedState, type StateRecord } from './state-registry.js'
 import { resolveStoreOptions, type PartitionStoreOptions, type ResolvedOptions } from './store-options.js'
 import { Transaction, type TransactionOptions } from './transaction.js'
 import { keyOfId, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
@@ -33,7 +34,6 @@ const EMPTY = Object.freeze({})
 const ASCII = /^[^\u0080-\uffff]*$/
 const FLUSH_RANGE = Buffer.of(0xff)
 const SYNC = Object.freeze({ sync: true })
-type StateRecord = { kind: 'value' | 'map' }
 
 /**
  * One partition's state, its source positions and metadata in one LevelDB
@@ -46,6 +46,8 @@ export class PartitionStore implements TransactionHost {
   readonly #options: ResolvedOptions
   readonly #states = new Map<string, StateDefinition>()
   readonly #positions = new Map<string, Position>()
+  /** The state registry as stored (state-registry.ts), by name: the declared states and any the program no longer lists. */
+  readonly #records = new Map<string, StateRecord>()
   #db: Level
   #closed = false
   /** Set when the reopen after a quiesce failed: the database is closed for good, and every call says why. */
@@ -106,6 +108,15 @@ export class PartitionStore implements TransactionHost {
   /** Every stored position. */
   positions(): Position[] {
     return [...this.#positions.values()]
+  }
+
+  /**
+   * Every state the store holds, as its registry records it: kind and the
+   * highest version a value was written at (absent for unversioned states),
+   * in name order. It includes states the program did not declare.
+   */
+  recordedStates(): RecordedState[] {
+    return [...this.#records].map(([name, r]) => ({ name, ...r })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
   /** Reads a metadata document written by setMetadata. */
@@ -348,7 +359,12 @@ export class PartitionStore implements TransactionHost {
   }
 
   /** @internal */
-  async commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void> {
+  versionBehind(def: StateDefinition): boolean {
+    return (this.#records.get(def.name)?.version ?? 0) < (def.version ?? 0)
+  }
+
+  /** @internal */
+  async commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions, versions?: ReadonlySet<StateDefinition>): Promise<void> {
     this.#checkOpen()
     const checked = positions.map((p, i) => validatePosition(p, positions.length === 1 ? 'position' : `position[${i}]`))
     const seen = new Set<string>()
@@ -394,12 +410,15 @@ export class PartitionStore implements TransactionHost {
           }
         }
         for (const p of checked) batch.put<Buffer, Buffer>(this.#positionKey(p), encodeOffset(p.offset), BUFFERS)
+        // The first values at a new version and the record that says so are one write.
+        if (versions !== undefined) for (const def of versions) batch.put<Buffer, Buffer>(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }), BUFFERS)
         await batch.write(this.#options.sync ? SYNC : EMPTY)
       } catch (cause) {
         await batch.close().catch(() => undefined)
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${writes.size + checked.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
       }
       for (const p of checked) this.#positions.set(sourceId(p.topic, p.partition), p)
+      if (versions !== undefined) for (const def of versions) this.#records.set(def.name, { kind: def.kind, version: def.version! })
       if (this.#options.valueCacheBytes > 0) this.#noteCommitted(writes)
     })
   }
@@ -424,21 +443,31 @@ export class PartitionStore implements TransactionHost {
     }
   }
 
-  /** Records each state's kind so that reopening with a different kind is caught instead of misreading bytes. */
+  /**
+   * Records each state's kind so that reopening with a different kind is
+   * caught instead of misreading bytes, and refuses a state that a newer
+   * program wrote at a higher version (TIDEMARK_STATE_VERSION_AHEAD) before
+   * anything is written.
+   */
   async #registerStates(): Promise<void> {
-    const stored = new Map<string, StateRecord>()
     for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
-      stored.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), JSON.parse(value.toString('utf8')) as StateRecord)
+      this.#records.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), decodeStateRecord(value))
     }
-    const ops: Array<{ type: 'put'; key: Buffer; value: Buffer }> = []
-    for (const def of this.#states.values()) {
-      const record = stored.get(def.name)
-      if (record === undefined) ops.push({ type: 'put', key: registryKey(def.name), value: Buffer.from(JSON.stringify({ kind: def.kind })) })
-      else if (record.kind !== def.kind) {
-        throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was created as a ${record.kind} state in ${this.path}; it cannot be opened as a ${def.kind} state`)
-      }
+    const added = await checkDeclaredStates(this.#records, this.#states, this.path, (def) => this.#hasValues(def))
+    if (added.size === 0) return
+    const ops = [...added].map(([name, record]) => ({ type: 'put' as const, key: registryKey(name), value: encodeStateRecord(record) }))
+    await this.#db.batch<Buffer, Buffer>(ops, { ...BUFFERS, sync: this.#options.sync })
+    for (const [name, record] of added) this.#records.set(name, record)
+  }
+
+  /** Whether a state holds at least one value: one seek. */
+  async #hasValues(def: StateDefinition): Promise<boolean> {
+    const it = this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: def.prefix, lt: prefixEnd(def.prefix)!, limit: 1, values: false })
+    try {
+      return (await it.next()) !== undefined
+    } finally {
+      await it.close()
     }
-    if (ops.length > 0) await this.#db.batch<Buffer, Buffer>(ops, { ...BUFFERS, sync: this.#options.sync })
   }
 
   #serialized<T>(fn: () => Promise<T>): Promise<T> {

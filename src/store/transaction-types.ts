@@ -20,8 +20,10 @@ export interface TransactionHost {
   /** Offers the store a committed value just read (in the same tick as the read). */
   remember(id: string, value: unknown): void
   scan(range: ByteRange): AsyncIterable<[Buffer, Buffer]>
-  /** `writes` is keyed by keyId(key). */
-  commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions): Promise<void>
+  /** Whether a write of this versioned state must raise the store's record of its highest version written (commitBatch's `versions`). */
+  versionBehind(def: StateDefinition): boolean
+  /** `writes` is keyed by keyId(key); `versions`: versioned states whose version record the batch raises to their version. */
+  commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions, versions?: ReadonlySet<StateDefinition>): Promise<void>
 }
 
 /** Most string-key ids the store keeps per state (TransactionHost.keyIds). */
@@ -49,11 +51,21 @@ export interface PendingWrite {
   cache: boolean
   /** The id is known to be ASCII, so it is its own UTF-8 key bytes; false: unknown (the store looks). */
   ascii: boolean
+  /**
+   * The version header stored before the value (src/store/versioning.ts), ''
+   * for an unversioned state. `value` and `decoded` never include it; it is
+   * put in front where the stored form is made (pendingValue).
+   */
+  header: string
 }
 
 /** What a pending write stores: bytes, JSON text, or undefined for a delete. */
 export function pendingValue(w: PendingWrite): Buffer | string | undefined {
-  return w.exact ? JSON.stringify(w.decoded) : w.value
+  if (w.header === '') return w.exact ? JSON.stringify(w.decoded) : w.value
+  if (w.exact) return w.header + JSON.stringify(w.decoded)
+  const v = w.value
+  if (v === undefined || typeof v === 'string') return v === undefined ? v : w.header + v
+  return Buffer.concat([Buffer.from(w.header, 'latin1'), v])
 }
 
 /** The bytes a pending write stores, or undefined for a delete. */

@@ -6,6 +6,10 @@ import type { MapState, StateDefinition, ValueState } from './state.js'
 import { describeValue } from '../util/describe-value.js'
 import { type ByteRange, type CommitOptions, MAX_KEY_IDS, type MapView, NOT_CACHED, type PendingWrite, type ScanOptions, type TransactionHost, type ValueView, keyOfId, pendingBytes } from './transaction-types.js'
 import { describeKey, jsonExact, jsonText, parseJson, settle, successor } from './transaction-util.js'
+import { decodeVersioned, splitText, upgradeValue, type Versioning } from './versioning.js'
+
+/** What the read and write paths need of a state definition. */
+type Def<V> = { readonly codec: Codec<V>; readonly name: string; readonly versioning?: Versioning | undefined }
 
 // latin1 maps each byte to one UTF-16 unit: a collision-free map key, and
 // for an ASCII string key it is the key itself behind the state's prefix, so
@@ -61,6 +65,8 @@ export class Transaction {
   /** The state whose view was asked for last, and that view: a handler asks for its view on every event. */
   #lastDef: StateDefinition | undefined
   #lastView: ValueView<unknown, never> | MapView<unknown, never, never> | undefined
+  /** Versioned states written by this transaction whose store records an older highest version (TransactionHost.versionBehind). */
+  #versions: Set<StateDefinition> | undefined
 
   constructor(host: TransactionHost, options: TransactionOptions = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object ({ after? }), got ${describeValue(options)}`)
@@ -103,6 +109,9 @@ export class Transaction {
     if (def.kind !== 'value') throw new TypeError(`state ${JSON.stringify(def.name)} is a ${def.kind} state; use tx.map()`)
     const max = this.#host.maxKeyBytes
     const prefixId = bufferId(def.prefix)
+    const header = def.versioning?.header ?? ''
+    // The first write at a new version raises the store's version record in the same batch.
+    const behind = def.versioning !== undefined && this.#host.versionBehind(def as StateDefinition)
     // An ASCII string key's id is prefixId + key, of the same length; any
     // other character takes more UTF-8 bytes than UTF-16 units. With an ASCII
     // prefix such an id is ASCII, its own UTF-8 key bytes, and the store need
@@ -164,15 +173,16 @@ export class Transaction {
       },
       put: (key, value) => {
         const w = ownWrite(key)
-        if (w !== undefined) this.#putValue(def, json, cache, w, value, what, key, false)
+        if (w !== undefined) this.#putValue(def, json, cache, w, value, what, key, false, header)
         else {
           const id = idOf(key)
-          index(key, this.#putValue(def, json, cache, id, value, what, key, asciiOf(key, id)))
+          index(key, this.#putValue(def, json, cache, id, value, what, key, asciiOf(key, id), header))
         }
+        if (behind) this.#noteVersion(def as StateDefinition)
       },
       delete: (key) => {
         const id = idOf(key)
-        index(key, this.#put(id, undefined, undefined, false, cache, asciiOf(key, id)))
+        index(key, this.#put(id, undefined, undefined, false, cache, asciiOf(key, id), header))
       },
       entries: (options = {}) => this.#entries(def, def.prefix, def.keyType, options, `key of state ${def.name}`),
     }
@@ -192,16 +202,22 @@ export class Transaction {
     const what = (pair: readonly [K, S]) => (): string => `state ${def.name} key ${describeKey(pair[0])} sub-key ${describeKey(pair[1])}`
     const json = isJsonCodec(def.codec as Codec<unknown>)
     const cache = this.#host.caches(def as StateDefinition)
+    const header = def.versioning?.header ?? ''
+    const behind = def.versioning !== undefined && this.#host.versionBehind(def as StateDefinition)
     const view: MapView<V, K, S> = {
       get: (key, sub) => settle(() => { const pair = [key, sub] as const; return this.#get(def, json, cache, idOf(pair), what, pair, false) }),
       getSync: (key, sub) => { const pair = [key, sub] as const; return this.#getSync(def, json, cache, idOf(pair), what, pair, false) },
-      put: (key, sub, value) => { const pair = [key, sub] as const; this.#putValue(def, json, cache, idOf(pair), value, what, pair, false) },
-      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false, cache, false),
+      put: (key, sub, value) => {
+        const pair = [key, sub] as const
+        this.#putValue(def, json, cache, idOf(pair), value, what, pair, false, header)
+        if (behind) this.#noteVersion(def as StateDefinition)
+      },
+      delete: (key, sub) => this.#put(idOf([key, sub]), undefined, undefined, false, cache, false, header),
       entries: (key, options = {}) => this.#entries(def, baseOf(key), def.subKeyType, options, `sub-key of state ${def.name}`),
       clear: async (key) => {
         const base = baseOf(key)
         const range: ByteRange = { gte: base, lt: prefixEnd(base), reverse: false }
-        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false, cache, false)
+        for await (const [k] of this.#merged(range)) this.#put(bufferId(k), undefined, undefined, false, cache, false, header)
       },
     }
     this.#views.set(def as StateDefinition, view as unknown as MapView<unknown, never, never>)
@@ -255,7 +271,7 @@ export class Transaction {
         this.#after = undefined
       }
       const positions = position === undefined ? [] : Array.isArray(position) ? [...position] : [position as Position]
-      await this.#host.commitBatch(this.#writes, positions, options)
+      await this.#host.commitBatch(this.#writes, positions, options, this.#versions)
       this.#state = 'done'
       this.#clearWrites()
     } catch (err) {
@@ -284,7 +300,7 @@ export class Transaction {
     return undefined
   }
 
-  #get<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
+  #get<V, Q>(def: Def<V>, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
     const pending = this.#pending(id)
     if (pending !== undefined) return this.#readPending(def, pending, what, q)
     if (json && cache) {
@@ -295,7 +311,7 @@ export class Transaction {
   }
 
   /** A read of the committed value, past the value cache: no write of this transaction or of those it follows has the id. */
-  #readStored<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
+  #readStored<V, Q>(def: Def<V>, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined | Promise<V | undefined> {
     if (json) {
       const text = this.#host.readText(id, ascii)
       if (text instanceof Promise) return text.then((t) => (t === undefined ? undefined : this.#parseStored<V, Q>(def, id, t, what, q)))
@@ -309,8 +325,14 @@ export class Transaction {
       return value
     }
     const bytes = this.#host.read(keyOfId(id))
-    if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : decodeWith(def.codec, b, what(q))))
-    return bytes === undefined ? undefined : decodeWith(def.codec, bytes, what(q))
+    if (bytes instanceof Promise) return bytes.then((b) => (b === undefined ? undefined : this.#decodeStored(def, b, what(q))))
+    return bytes === undefined ? undefined : this.#decodeStored(def, bytes, what(q))
+  }
+
+  /** Stored bytes decoded by the state's codec (and upgraded, for a versioned state). */
+  #decodeStored<V>(def: Def<V>, bytes: Buffer, what: () => string): V {
+    const ver = def.versioning
+    return ver === undefined ? decodeWith(def.codec, bytes, what) : decodeVersioned(def, ver, bytes, what)
   }
 
   /**
@@ -319,14 +341,30 @@ export class Transaction {
    * one is decoded again from the bytes by the codec, which tells a stored
    * U+FFFD from damage and fails with TIDEMARK_DECODE_FAILED on the latter.
    */
-  #parseStored<V, Q>(def: { codec: Codec<V> }, id: string, text: string, what: (q: Q) => () => string, q: Q): V {
+  #parseStored<V, Q>(def: Def<V>, id: string, text: string, what: (q: Q) => () => string, q: Q): V {
+    const ver = def.versioning
+    if (ver !== undefined) {
+      // A value at the current version costs a startsWith and a slice more.
+      if (text.startsWith(ver.header) && !text.includes('\ufffd')) return parseJson<V, Q>(text.slice(ver.header.length), what, q)
+      return this.#parseOlder(def, ver, id, text, what, q)
+    }
     if (!text.includes('\ufffd')) return parseJson<V, Q>(text, what, q)
     const bytes = this.#host.read(keyOfId(id))
     if (bytes instanceof Promise || bytes === undefined) return parseJson<V, Q>(text, what, q)
     return decodeWith(def.codec, bytes, what(q))
   }
 
-  #getSync<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined {
+  /** #parseStored of a versioned JSON value that is not plainly at the current version: an older one, upgraded, or text holding U+FFFD. */
+  #parseOlder<V, Q>(def: Def<V>, ver: Versioning, id: string, text: string, what: (q: Q) => () => string, q: Q): V {
+    if (text.includes('\ufffd')) {
+      const bytes = this.#host.read(keyOfId(id))
+      if (bytes !== undefined && !(bytes instanceof Promise)) return decodeVersioned(def, ver, bytes, what(q))
+    }
+    const { version, json } = splitText(ver, def.name, text, what(q))
+    return upgradeValue(ver, def.name, version, parseJson<V, Q>(json, what, q), what(q)) as V
+  }
+
+  #getSync<V, Q>(def: Def<V>, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined {
     const pending = this.#pending(id)
     if (pending !== undefined) return this.#readPending(def, pending, what, q)
     if (json && cache) {
@@ -345,7 +383,7 @@ export class Transaction {
    * encoded before anything changes, so a value that fails leaves the
    * transaction as it was.
    */
-  #putValue<V, Q>(def: { codec: Codec<V> }, json: boolean, cache: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q, ascii: boolean): PendingWrite {
+  #putValue<V, Q>(def: Def<V>, json: boolean, cache: boolean, target: string | PendingWrite, value: V, what: (q: Q) => () => string, q: Q, ascii: boolean, header: string): PendingWrite {
     this.#checkOpen()
     let bytes: Buffer | string | undefined
     let exact = false
@@ -354,7 +392,7 @@ export class Transaction {
     // into text once at commit (pendingValue) instead of at every put.
     else if (jsonExact(value)) exact = true
     else bytes = jsonText(value, what, q)
-    if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache, ascii)
+    if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache, ascii, header)
     target.value = bytes
     target.decoded = value
     target.exact = exact
@@ -362,7 +400,7 @@ export class Transaction {
   }
 
   /** The value a pending write stands for. */
-  #readPending<V, Q>(def: { codec: Codec<V> }, w: PendingWrite, what: (q: Q) => () => string, q: Q): V | undefined {
+  #readPending<V, Q>(def: Def<V>, w: PendingWrite, what: (q: Q) => () => string, q: Q): V | undefined {
     if (w.exact) return w.decoded as V
     const v = w.value
     if (v === undefined) return undefined
@@ -373,13 +411,13 @@ export class Transaction {
    * `exact`: `decoded` is a JSON primitive, turned into text at commit; `value` is then unused.
    * `ascii`: the id is known to be ASCII (PendingWrite.ascii). Returns the write.
    */
-  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean, cache: boolean, ascii: boolean): PendingWrite {
+  #put(id: string, value: Buffer | string | undefined, decoded: unknown, exact: boolean, cache: boolean, ascii: boolean, header: string): PendingWrite {
     this.#checkOpen()
     // Overwritten in place: only this transaction's own map holds it, and
     // only while it is open. `cache` never changes: an id belongs to one state.
     const w = this.#writes.get(id)
     if (w === undefined) {
-      const created = { value, decoded, exact, cache, ascii }
+      const created = { value, decoded, exact, cache, ascii, header }
       this.#writes.set(id, created)
       return created
     }
@@ -390,7 +428,7 @@ export class Transaction {
   }
 
   async *#entries<V, K>(
-    def: { codec: Codec<V>; name: string },
+    def: Def<V>,
     base: Buffer,
     keyType: 'string' | 'bytes',
     options: ScanOptions<K>,
@@ -420,7 +458,7 @@ export class Transaction {
     for await (const [k, v] of this.#merged({ gte, lt, reverse: options.reverse === true })) {
       const rest = k.subarray(base.length)
       const key = (keyType === 'string' ? rest.toString('utf8') : new Uint8Array(rest)) as K
-      yield [key, decodeWith(def.codec, v, () => `state ${def.name} key ${describeKey(key)}`)]
+      yield [key, this.#decodeStored(def, v, () => `state ${def.name} key ${describeKey(key)}`)]
       if (++n >= limit) return
     }
   }
@@ -469,8 +507,13 @@ export class Transaction {
     return view
   }
 
+  #noteVersion(def: StateDefinition): void {
+    ;(this.#versions ??= new Set()).add(def)
+  }
+
   #clearWrites(): void {
     this.#beforeCommit = undefined
+    this.#versions = undefined
     this.#writes.clear()
     for (const index of this.#indexes) index.clear()
   }
