@@ -261,6 +261,7 @@ export class PartitionLifecycle {
           onEvent: (event) => o.events.restore(event),
           logger: o.logger,
           knownManifests: known,
+          states: o.states,
           ...(reuse === undefined ? {} : { reuse }),
         }, local).finally(async () => {
           // The restored store holds its own links to the files.

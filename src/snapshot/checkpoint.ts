@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
+import type { RecordedState } from '../store/state-registry.js'
 import { readMarker, STORE_MARKER, writeMarker } from '../store/store-dir.js'
 import { completeRecordsLength, fileKind, fileNumber, isLiveLog, manifestFromCurrent, parseLevelDbManifest } from './leveldb-files.js'
 
@@ -20,6 +21,8 @@ export interface CheckpointFile {
 export interface Checkpoint {
   dir: string
   positions: Position[]
+  /** The store's states as its registry recorded them at the checkpoint (kind, highest version written). */
+  states: RecordedState[]
   files: CheckpointFile[]
   /** How long commits waited: from asking the store to quiesce until it let them go on. */
   stallMs: number
@@ -69,6 +72,7 @@ export async function takeCheckpoint(store: PartitionStore, parent: string, opti
 async function attemptCheckpoint(store: PartitionStore, parent: string, open: boolean): Promise<Checkpoint | 'again' | 'close'> {
   const dir = join(parent, `ckpt-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`)
   let positions: Position[] = []
+  let states: RecordedState[] = []
   let current = ''
   let started = performance.now()
   let stallMs = 0
@@ -85,6 +89,7 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
     if (open) {
       await store.quiesce(async (path) => {
         positions = store.positions()
+        states = store.recordedStates()
         current = await readFile(join(path, 'CURRENT'), 'utf8') // rewritten only when LevelDB opens
         const manifest = manifestFromCurrent(current)
         const logs = (await readdir(path)).filter((name) => fileKind(name) === 'log')
@@ -123,6 +128,7 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
     } else {
       await store.quiesce(async (path) => {
         positions = store.positions()
+        states = store.recordedStates()
         // CURRENT is copied first and the MANIFEST it names is taken from the
         // copy, so the pair in the checkpoint always agrees: should anything
         // switch LevelDB's MANIFEST meanwhile, the copy of the old one fails
@@ -149,7 +155,7 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} failed: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
   try {
-    return { dir, positions, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current), open)) }
+    return { dir, positions, states, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current), open)) }
   } catch (err) {
     await discard(dir)
     if (open) return 'again'

@@ -1,4 +1,6 @@
 import { validatePosition, type Position } from '../store/position.js'
+import type { RecordedState } from '../store/state-registry.js'
+import { MAX_STATE_VERSION } from '../store/versioning.js'
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId } from './layout.js'
 import { SNAPSHOT_FILE_NAME } from './leveldb-files.js'
 
@@ -15,6 +17,7 @@ export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 export const MAX_MANIFEST_FILES = 100_000
 export const MAX_MANIFEST_OBJECTS = 100_000
 export const MAX_MANIFEST_POSITIONS = 10_000
+export const MAX_MANIFEST_STATES = 10_000
 
 /** One LevelDB file of a snapshot and where its bytes are. */
 export interface SnapshotFile {
@@ -54,6 +57,13 @@ export interface SnapshotManifest {
   readonly full: boolean
   /** Source positions of the checkpoint: the events up to them are in the state. */
   readonly positions: readonly Position[]
+  /**
+   * Every state of the store at the checkpoint, in name order: its kind and,
+   * for a versioned state, the highest version a value was written at.
+   * Absent in manifests written before states had versions; a reader that
+   * does not know the field ignores it.
+   */
+  readonly states?: readonly RecordedState[]
   /** Sum of the files' sizes: the live state. */
   readonly stateBytes: number
   /** Every object that `files` references, with its size. */
@@ -121,6 +131,7 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
       throw new Error((err as Error).message)
     }
   })
+  const states = m.states === undefined ? undefined : parseStates(m.states)
 
   const objects = array(m.objects, 'objects', MAX_MANIFEST_OBJECTS).map((o, i) => {
     const obj = object(o, `objects[${i}]`)
@@ -156,7 +167,22 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
   if (![...names].some((n) => n.startsWith('MANIFEST-'))) throw new Error('files has no MANIFEST')
   if (int(m.stateBytes, 'stateBytes') !== stateBytes) throw new Error(`stateBytes ${String(m.stateBytes)} differs from the sum of the file sizes (${stateBytes})`)
 
-  return { format: MANIFEST_FORMAT, version: MANIFEST_VERSION, id, job: expect.job, partition: expect.partition, epoch, sequence, createdAt, parent, base, full: m.full, positions, stateBytes, objects, files }
+  return { format: MANIFEST_FORMAT, version: MANIFEST_VERSION, id, job: expect.job, partition: expect.partition, epoch, sequence, createdAt, parent, base, full: m.full, positions, ...(states === undefined ? {} : { states }), stateBytes, objects, files }
+}
+
+function parseStates(value: unknown): RecordedState[] {
+  const names = new Set<string>()
+  return array(value, 'states', MAX_MANIFEST_STATES).map((s, i) => {
+    const o = object(s, `states[${i}]`)
+    const name = str(o.name, `states[${i}].name`)
+    if (names.has(name)) throw new Error(`state ${JSON.stringify(name)} is listed twice`)
+    names.add(name)
+    if (o.kind !== 'value' && o.kind !== 'map') throw new Error(`states[${i}].kind must be 'value' or 'map'`)
+    if (o.version === undefined) return { name, kind: o.kind }
+    const version = int(o.version, `states[${i}].version`, MAX_STATE_VERSION)
+    if (version < 1) throw new Error(`states[${i}].version must be an integer from 1 to ${MAX_STATE_VERSION}`)
+    return { name, kind: o.kind, version }
+  })
 }
 
 function objectKey(value: unknown, name: string): string {

@@ -73,6 +73,7 @@ export function describeSnapshot(s: {
     base: reuse.size === 0 ? id : parent!.base,
     full: reuse.size === 0,
     positions: checkpoint.positions,
+    states: checkpoint.states,
     stateBytes,
     objects: [...objectSizes].map(([key, size]) => ({ key, size })).sort((a, b) => (a.key < b.key ? -1 : 1)),
     files: files.map(({ uploaded: _u, ...f }) => f),

@@ -15,8 +15,10 @@ import type { RestoreEvent, RestoreOptions, RestoreProgress, RestoreResult, Reus
 import { LocalTables, download } from './download.js'
 import { assertReplaceable, inspectLocal, localWriteFailed, replaceWithEmpty, type LocalState } from './install.js'
 import type { PartitionStore } from '../../store/partition-store.js'
+import type { StateDefinition } from '../../store/state.js'
+import { checkVersions } from '../../store/state-registry.js'
 
-const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', 'reuse', ...Object.keys(RESTORE_DEFAULTS)]
+const KNOWN = ['snapshotStore', 'job', 'partition', 'target', 'snapshot', 'onProgress', 'onEvent', 'logger', 'knownManifests', 'reuse', 'states', ...Object.keys(RESTORE_DEFAULTS)]
 
 /**
  * Restores a partition store into `target` from the newest snapshot that
@@ -84,6 +86,7 @@ async function restore(options: RestoreOptions, early: (LocalState & { state: 'i
   }
   const logger = checkLogger(o.logger, 'logger')
   const known = checkKnownManifests(o.knownManifests, layout)
+  const declared = checkStates(o.states)
   const labels = { job: layout.job, partition: layout.partition }
   // Called from the download loop: the user's throw is logged, like onEvent's.
   // Metrics count downloaded bytes through the same reports, so a subscriber gets them without onProgress.
@@ -133,6 +136,8 @@ async function restore(options: RestoreOptions, early: (LocalState & { state: 'i
       continue
     }
     newestReadable ??= manifest
+    // Before the local store is used or anything downloaded: a newer program wrote this state.
+    if (declared !== undefined && manifest.states !== undefined) checkVersions(manifest.states, declared, `snapshot ${manifest.id} of ${layout.prefix}`)
     if (local.state === 'intact' && positionsAtOrAfter(local.positions, manifest.positions)) {
       return useLocal(`the local store is at or after snapshot ${manifest.id}`, newestReadable)
     }
@@ -198,6 +203,17 @@ function checkKnownManifests(value: unknown, layout: SnapshotLayout): { refs: Ma
   }
   // Newest first, as a listing returns them: the same snapshot is chosen.
   return { refs: [...refs].sort(newestFirst), read }
+}
+
+function checkStates(value: unknown): Map<string, StateDefinition> | undefined {
+  if (value === undefined) return undefined
+  if (!Array.isArray(value)) throw new TypeError('states must be an array of state definitions (valueState(), mapState())')
+  const byName = new Map<string, StateDefinition>()
+  for (const def of value as unknown[]) {
+    if (def === null || typeof def !== 'object' || typeof (def as StateDefinition).name !== 'string') throw new TypeError('states must hold state definitions made by valueState() or mapState()')
+    byName.set((def as StateDefinition).name, def as StateDefinition)
+  }
+  return byName
 }
 
 function checkReuse(value: unknown): Map<string, ReusableFile> {

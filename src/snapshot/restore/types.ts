@@ -1,5 +1,6 @@
 import type { SnapshotStore } from '../../snapshot-store/snapshot-store.js'
 import type { Position } from '../../store/position.js'
+import type { StateDefinition } from '../../store/state.js'
 import type { CorruptReason } from '../archive.js'
 import type { ManifestRef } from '../catalog.js'
 import type { SnapshotManifest } from '../manifest.js'
@@ -54,6 +55,13 @@ export interface RestoreOptions {
    * instead of downloaded, and fsynced with the downloaded ones.
    */
   reuse?: readonly ReusableFile[]
+  /**
+   * The program's states: a snapshot whose manifest records one of them at a
+   * higher version than declared fails the restore with
+   * TIDEMARK_STATE_VERSION_AHEAD before anything is downloaded or the local
+   * store is used (docs/state-evolution.md).
+   */
+  states?: readonly StateDefinition[]
 }
 
 /** A file of a restored store whose bytes were checked against its manifest (RestoreResult.verifiedFiles). */
