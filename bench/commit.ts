@@ -10,6 +10,15 @@
  * --rounds pairs (raw, store), each in fresh directories, alternating which
  * side goes first; ratio is the median of the per-pair ratios.
  *
+ * Versioned states (docs/state-evolution.md), in the same run: each round
+ * also runs the store loop on a versioned state (version 2), whose values
+ * are all current since the loop writes them (`versionedRatio`: unversioned
+ * time / versioned time, sides rotated); and reads every key of a store
+ * filled at version 1 through a version 2 definition, which upgrades each
+ * value on read, against the same reads through the version 1 definition
+ * with the upgrade called by hand (`upgradeRatio`: by hand / on read, the two
+ * loops alternating which goes first).
+ *
  * --metrics: the cost of the metrics (docs/metrics.md). Per round, the store
  * side runs three times: without metrics calls, with the calls a
  * PartitionProcessor makes per commit (PartitionMetrics: the latency clock,
@@ -19,20 +28,24 @@
  */
 import { ClassicLevel } from 'classic-level'
 import { createPrometheusMetrics } from '../connectors/prometheus/index.js'
-import { PartitionMetrics, PartitionStore, valueState } from '../src/index.js'
+import { PartitionMetrics, PartitionStore, valueState, type ValueState } from '../src/index.js'
 import { saveFigures } from './_figures.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, rng } from './_util.js'
 
 interface Counter { n: number; pad: string }
 const PAD = 'x'.repeat(84) // {"n":12345,"pad":"…"} ≈ 100 bytes
+interface CounterV2 { n: number; pad: string; seen: boolean }
+const upgradeCounter = (v: Counter): CounterV2 => ({ n: v.n, pad: v.pad, seen: false })
+const COUNTS = valueState<Counter>('counts')
+const COUNTS_V1 = valueState<Counter>('counts', { version: 1 })
+const COUNTS_V2 = valueState<CounterV2>('counts', { version: 2, upgrade: { 1: upgradeCounter } })
 
 function makeEvents(events: number, keys: number): string[] {
   const next = rng(42)
   return Array.from({ length: events }, () => `key-${Math.floor(next() * keys).toString().padStart(6, '0')}`)
 }
 
-async function viaStore(path: string, events: string[], batch: number, asyncReads: boolean, metrics?: PartitionMetrics): Promise<number> {
-  const counts = valueState<Counter>('counts')
+async function viaStore(path: string, events: string[], batch: number, asyncReads: boolean, metrics?: PartitionMetrics, counts: ValueState<Counter> = COUNTS): Promise<number> {
   const store = await PartitionStore.open({ path, states: [counts] })
   const t0 = performance.now()
   for (let start = 0; start < events.length; start += batch) {
@@ -55,6 +68,43 @@ async function viaStore(path: string, events: string[], batch: number, asyncRead
   const ms = performance.now() - t0
   await store.close()
   return ms
+}
+
+/** Every key of the store read once through `def` (no writes, so values keep their version); `upgrade` is called on each value by hand. */
+async function readAll<V>(path: string, keys: readonly string[], def: ValueState<V>, upgrade?: (v: V) => unknown): Promise<number> {
+  const store = await PartitionStore.open({ path, states: [def] })
+  const view = store.transaction().value(def)
+  let sink = 0
+  const t0 = performance.now()
+  for (const key of keys) {
+    const v = view.getSync(key)
+    const out = (upgrade === undefined || v === undefined ? v : upgrade(v)) as { n: number } | undefined
+    sink += out?.n ?? 0
+  }
+  const ms = performance.now() - t0
+  await store.close()
+  if (sink < 0) throw new Error('unreachable')
+  return ms
+}
+
+/** The upgrade rounds: a store filled at version 1, read through version 2 (upgrade on read) and through version 1 with the upgrade by hand. */
+async function upgradeRounds(keys: number, batch: number, rounds: number): Promise<{ onRead: number[]; byHand: number[] }> {
+  const names = Array.from({ length: keys }, (_, i) => `key-${i.toString().padStart(6, '0')}`)
+  const onRead: number[] = []
+  const byHand: number[] = []
+  for (let r = 0; r < rounds; r++) {
+    const dir = benchDir('commit')
+    try {
+      await viaStore(dir.path, names, batch, false, undefined, COUNTS_V1)
+      const a = () => readAll(dir.path, names, COUNTS_V2).then((ms) => onRead.push(ms))
+      const b = () => readAll(dir.path, names, COUNTS_V1, upgradeCounter).then((ms) => byHand.push(ms))
+      if (r % 2 === 0) await a().then(b)
+      else await b().then(a)
+    } finally {
+      dir.cleanup()
+    }
+  }
+  return { onRead, byHand }
 }
 
 async function viaRaw(path: string, events: string[], batch: number): Promise<number> {
@@ -95,12 +145,25 @@ export async function run(args: string[]): Promise<void> {
       dir.cleanup()
     }
   }
+  // Each round: raw, unversioned and versioned (the last two rotate which goes first).
+  const versionedMs: number[] = []
   const pairs = await interleaved(
     opts.rounds,
     () => inFreshDir((path) => viaRaw(path, events, opts.batch)),
-    () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads)),
+    async (round) => {
+      const plain = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads))
+      const versioned = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads, undefined, COUNTS_V2 as unknown as ValueState<Counter>))
+      if (round % 2 === 0) {
+        const ms = await plain()
+        versionedMs.push(await versioned())
+        return ms
+      }
+      versionedMs.push(await versioned())
+      return plain()
+    },
     (rawMs, storeMs) => rawMs / storeMs,
   )
+  const upgrade = await upgradeRounds(opts.keys, opts.batch, opts.rounds)
   const result = {
     bench: 'commit',
     baseline: 'classic-level: the same getSync reads and one db.batch of the same puts + the position key per batch',
@@ -112,6 +175,13 @@ export async function run(args: string[]): Promise<void> {
     eventsPerSec: Math.round(opts.events / (median(pairs.measured) / 1000)),
     rawPerSec: Math.round(opts.events / (median(pairs.raw) / 1000)),
     ...pairedRatio(pairs.ratios),
+    versionedPerSec: Math.round(opts.events / (median(versionedMs) / 1000)),
+    // Unversioned time / versioned time within each round: 1 is no cost.
+    ...prefixed('versionedRatio', pairedRatio(pairs.measured.map((ms, i) => ms / versionedMs[i]!))),
+    upgradeReadsPerSec: Math.round(opts.keys / (median(upgrade.onRead) / 1000)),
+    byHandReadsPerSec: Math.round(opts.keys / (median(upgrade.byHand) / 1000)),
+    // Plain read + upgrade by hand / read one version behind (upgraded on read), within each round.
+    ...prefixed('upgradeRatio', pairedRatio(upgrade.byHand.map((ms, i) => ms / upgrade.onRead[i]!))),
   }
   emit(result)
   // The figure of docs/benchmarks.md (scripts that regenerate it read bench/results); the --metrics mode is a diagnosis, not saved.

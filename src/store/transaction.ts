@@ -356,12 +356,13 @@ export class Transaction {
 
   /** #parseStored of a versioned JSON value that is not plainly at the current version: an older one, upgraded, or text holding U+FFFD. */
   #parseOlder<V, Q>(def: Def<V>, ver: Versioning, id: string, text: string, what: (q: Q) => () => string, q: Q): V {
+    const describe = what(q)
     if (text.includes('\ufffd')) {
       const bytes = this.#host.read(keyOfId(id))
-      if (bytes !== undefined && !(bytes instanceof Promise)) return decodeVersioned(def, ver, bytes, what(q))
+      if (bytes !== undefined && !(bytes instanceof Promise)) return decodeVersioned(def, ver, bytes, describe)
     }
-    const { version, json } = splitText(ver, def.name, text, what(q))
-    return upgradeValue(ver, def.name, version, parseJson<V, Q>(json, what, q), what(q)) as V
+    const { version, json } = splitText(ver, def.name, text, describe)
+    return upgradeValue(ver, def.name, version, parseJson<V, Q>(json, what, q), describe) as V
   }
 
   #getSync<V, Q>(def: Def<V>, json: boolean, cache: boolean, id: string, what: (q: Q) => () => string, q: Q, ascii: boolean): V | undefined {
