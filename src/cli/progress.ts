@@ -16,7 +16,7 @@ export interface ProgressReporter {
 /** Minimum time between two plain progress lines. */
 const LINE_INTERVAL_MS = 1000
 
-export async function progressReporter(io: CliIO, label: string, unit: 'bytes' | 'events' | 'files'): Promise<ProgressReporter> {
+export async function progressReporter(io: CliIO, label: string, unit: 'bytes' | 'events' | 'files' | 'values'): Promise<ProgressReporter> {
   if (io.stderr.isTTY === true) return barReporter(io, label, unit)
   let last = -Infinity
   let printed: string | undefined

@@ -3,11 +3,13 @@
  * `tidemark state`. The store's registry names each state and its kind
  * (value or map); codecs are the program's and unknown here, so values are
  * shown as JSON when their bytes are JSON (the default codec) and as base64
- * otherwise, and keys as text when they are UTF-8, base64 otherwise.
+ * otherwise, and keys as text when they are UTF-8, base64 otherwise. A
+ * versioned state's value is shown without its header, with its `version`.
  */
 import { TidemarkError } from '../errors.js'
 import { mapKeyPrefix, prefixEnd, REGISTRY_PREFIX, statePrefix } from '../store/keys.js'
 import type { PartitionStore } from '../store/partition-store.js'
+import { readHeader } from '../store/versioning.js'
 
 export type StateKind = 'value' | 'map'
 
@@ -20,6 +22,8 @@ export interface StateRecord {
   subKeyBase64?: string
   value?: unknown
   valueBase64?: string
+  /** The version of a versioned state's value (its header, docs/formats.md#versioned-values); the value is shown without it. */
+  version?: number
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -37,16 +41,19 @@ function keyField(name: 'key' | 'subKey', bytes: Buffer): Partial<StateRecord> {
   return t === undefined ? { [`${name}Base64`]: bytes.toString('base64') } : { [name]: t }
 }
 
-function valueField(bytes: Buffer): Partial<StateRecord> {
+/** `versioned`: the store records a version for the state, so its values may carry a version header. */
+function valueField(stored: Buffer, versioned: boolean): Partial<StateRecord> {
+  const header = versioned ? readHeader(stored) : undefined
+  const bytes = header === undefined ? stored : stored.subarray(header.start)
   const t = text(bytes)
   if (t !== undefined) {
     try {
-      return { value: JSON.parse(t) as unknown }
+      return { ...(header === undefined ? {} : { version: header.version }), value: JSON.parse(t) as unknown }
     } catch {
       // Not JSON: another codec's bytes.
     }
   }
-  return { valueBase64: bytes.toString('base64') }
+  return { ...(header === undefined ? {} : { version: header.version }), valueBase64: bytes.toString('base64') }
 }
 
 /** Every state the store registered, by name. */
@@ -75,6 +82,7 @@ export async function* readState(
   options: { state?: string; prefix?: Buffer; key?: Buffer; subKey?: Buffer },
 ): AsyncGenerator<StateRecord> {
   const states = await storeStates(store)
+  const versioned = new Set(store.recordedStates().filter((r) => r.version !== undefined).map((r) => r.name))
   const names = options.state === undefined ? [...states.keys()].sort() : [options.state]
   for (const name of names) {
     const kind = kindOf(states, name, store)
@@ -89,14 +97,14 @@ export async function* readState(
     for await (const [k, v] of store.scan({ gte: from, lt: end, reverse: false })) {
       const rest = k.subarray(base.length)
       if (kind === 'value') {
-        yield { state: name, ...keyField('key', rest), ...valueField(v) }
+        yield { state: name, ...keyField('key', rest), ...valueField(v, versioned.has(name)) }
         continue
       }
       const length = rest.readUInt16BE(0)
       const key = rest.subarray(2, 2 + length)
       // A map's prefix filters its keys, which are length-prefixed in the store.
       if (options.prefix !== undefined && options.key === undefined && !key.subarray(0, options.prefix.length).equals(options.prefix)) continue
-      yield { state: name, ...keyField('key', key), ...keyField('subKey', rest.subarray(2 + length)), ...valueField(v) }
+      yield { state: name, ...keyField('key', key), ...keyField('subKey', rest.subarray(2 + length)), ...valueField(v, versioned.has(name)) }
     }
   }
 }

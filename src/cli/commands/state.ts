@@ -17,6 +17,7 @@ import { openLogForReading } from '../../log/existing.js'
 import { progressReporter } from '../progress.js'
 import { withOpenStore, withReadOnlyStore } from '../read-only-store.js'
 import { readState, type StateRecord } from '../state-reader.js'
+import { migrate, MIGRATE_USAGE } from './state-migrate.js'
 
 const USAGE = `usage:
   tidemark state get <source> <KEY> --state NAME [--sub-key S]
@@ -183,4 +184,5 @@ async function dump(argv: string[], io: CliIO): Promise<number> {
   return EXIT.ok
 }
 
-export const state = group('state', USAGE, { get, dump })
+export const state = group('state', `${USAGE}
+${MIGRATE_USAGE.replace(/^usage:\n/, '')}`, { get, dump, migrate })
