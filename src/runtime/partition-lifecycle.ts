@@ -21,6 +21,7 @@ import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/sc
 import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
 import { errorFields, type Logger } from '../logging/logger.js'
+import type { RecordedState } from '../store/state-registry.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
 import { ProgressMeter, type Progress } from './progress.js'
 import { ClaimKeeper } from './claim-keeper.js'
@@ -72,6 +73,8 @@ export interface LifecycleEvents {
   ownership(event: OwnershipEvent): void
   /** Debug timings of a start's steps (claimed, prefetching, restored, opened, ready). */
   phase?(step: string): void
+  /** Once per start: the store holds states the program does not list (kept; docs/state-evolution.md#states-the-program-no-longer-lists). */
+  undeclaredStates?(states: RecordedState[]): void
 }
 
 export interface PartitionLifecycleOptions {
@@ -279,6 +282,7 @@ export class PartitionLifecycle {
       o.events.phase?.('restored')
       this.#store = opened ?? await this.#open()
       o.events.phase?.(opened === undefined ? 'opened' : 'opened early')
+      this.#reportUndeclared(this.#store)
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
@@ -300,6 +304,15 @@ export class PartitionLifecycle {
       await this.shutdown().catch(() => undefined)
       throw err
     }
+  }
+
+  /** States the store holds and the program does not list: kept, and said once per start. */
+  #reportUndeclared(store: PartitionStore): void {
+    const o = this.#o
+    const undeclared = store.recordedStates().filter((s) => !store.isDeclared(s.name))
+    if (undeclared.length === 0) return
+    o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, states: undeclared.map((s) => s.name) }, 'the store holds states the program does not list; they are kept (remove one on purpose with tidemark state drop)')
+    o.events.undeclaredStates?.(undeclared)
   }
 
   /**

@@ -113,6 +113,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         snapshotFailed: (error) => this.emit('snapshot-failed', error),
         snapshotter: (event) => this.emit('snapshotter', event),
         ownership: (event) => this.emit('ownership', event),
+        undeclaredStates: (states) => this.emit('states-undeclared', states),
       },
     })
   }

@@ -5,6 +5,7 @@ import type { MemberLease } from '../ownership/member-lease.js'
 import type { Codec } from '../store/codec.js'
 import type { PartitionStoreOptions } from '../store/store-options.js'
 import type { StateDefinition } from '../store/state.js'
+import type { RecordedState } from '../store/state-registry.js'
 import type { RestoreEvent, RestoreResult } from '../snapshot/restore/index.js'
 import type { SnapshotResult, SnapshotterEvent } from '../snapshot/snapshotter-types.js'
 import type { TidemarkError } from '../errors.js'
@@ -141,5 +142,7 @@ export interface ProcessorEvents {
   ownership: [OwnershipEvent]
   /** Outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped. */
   outputs: [OutputsEvent]
+  /** Once per start, before processing: the store holds states `states` does not list. They are kept (and logged); dropState or `tidemark state drop` removes one on purpose. */
+  'states-undeclared': [RecordedState[]]
 }
 

@@ -19,7 +19,6 @@ import { keyOfId, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, 
 /** Rough bytes of a value cache entry beyond its key and value (Map slot, object headers). */
 const CACHE_ENTRY_OVERHEAD = 64
 
-
 /**
  * utf8 keys and values by default, so that reads and writes of JSON states
  * with ASCII keys take abstract-level's fast path and build no Buffer; every
@@ -356,6 +355,14 @@ export class PartitionStore implements TransactionHost {
       await it.close()
       this.#readDone()
     }
+  }
+
+  /** @internal After dropState removed a state's keys and its registry record. */
+  forgetState(name: string): void { this.#records.delete(name) }
+
+  /** Whether the store was opened with state `name` (PartitionStoreOptions.states). */
+  isDeclared(name: string): boolean {
+    return this.#states.has(name)
   }
 
   /** @internal */

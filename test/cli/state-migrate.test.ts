@@ -43,3 +43,23 @@ describe('tidemark state migrate', () => {
     expect(wrong.stderr).toContain('--state visits is not a versioned state of --states (counts)')
   })
 })
+
+describe('tidemark state drop', () => {
+  it('deletes a state and its record from a store, and refuses a state the store does not hold', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'store')
+    const old = valueState<number>('old')
+    const kept = valueState<number>('kept')
+    const store = await PartitionStore.open({ path, states: [old, kept] })
+    const tx = store.transaction()
+    for (let i = 0; i < 5; i++) tx.value(old).put(`k${i}`, i)
+    tx.value(kept).put('a', 1)
+    await tx.commit({ topic: 't', partition: 0, offset: 1n })
+    await store.close()
+    expect(await tidemark('state', 'drop', path, '--state', 'old')).toEqual({ code: 0, stdout: '{"state":"old","deleted":5}\n', stderr: '' })
+    expect(lines((await tidemark('state', 'dump', path)).stdout)).toEqual([{ state: 'kept', key: 'a', value: 1 }])
+    const missing = await tidemark('state', 'drop', path, '--state', 'old')
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toContain('TIDEMARK_UNKNOWN_STATE')
+  })
+})

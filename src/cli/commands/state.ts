@@ -18,6 +18,7 @@ import { progressReporter } from '../progress.js'
 import { withOpenStore, withReadOnlyStore } from '../read-only-store.js'
 import { readState, type StateRecord } from '../state-reader.js'
 import { migrate, MIGRATE_USAGE } from './state-migrate.js'
+import { drop, DROP_USAGE } from './state-drop.js'
 
 const USAGE = `usage:
   tidemark state get <source> <KEY> --state NAME [--sub-key S]
@@ -184,5 +185,5 @@ async function dump(argv: string[], io: CliIO): Promise<number> {
   return EXIT.ok
 }
 
-export const state = group('state', `${USAGE}
-${MIGRATE_USAGE.replace(/^usage:\n/, '')}`, { get, dump, migrate })
+const strip = (usage: string): string => usage.replace(/^usage:\n/, '')
+export const state = group('state', `${USAGE}\n${strip(MIGRATE_USAGE)}\n${strip(DROP_USAGE)}`, { get, dump, migrate, drop })
