@@ -22,6 +22,7 @@ import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
 import { errorFields, type Logger } from '../logging/logger.js'
 import type { RecordedState } from '../store/state-registry.js'
+import { reportUndeclaredStates } from './undeclared-states.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
 import { ProgressMeter, type Progress } from './progress.js'
 import { ClaimKeeper } from './claim-keeper.js'
@@ -282,7 +283,7 @@ export class PartitionLifecycle {
       o.events.phase?.('restored')
       this.#store = opened ?? await this.#open()
       o.events.phase?.(opened === undefined ? 'opened' : 'opened early')
-      this.#reportUndeclared(this.#store)
+      reportUndeclaredStates(this.#store, o.logger, { job: o.job, topic: o.topic, partition: o.partition }, o.events.undeclaredStates)
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
@@ -304,15 +305,6 @@ export class PartitionLifecycle {
       await this.shutdown().catch(() => undefined)
       throw err
     }
-  }
-
-  /** States the store holds and the program does not list: kept, and said once per start. */
-  #reportUndeclared(store: PartitionStore): void {
-    const o = this.#o
-    const undeclared = store.recordedStates().filter((s) => !store.isDeclared(s.name))
-    if (undeclared.length === 0) return
-    o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, states: undeclared.map((s) => s.name) }, 'the store holds states the program does not list; they are kept (remove one on purpose with tidemark state drop)')
-    o.events.undeclaredStates?.(undeclared)
   }
 
   /**

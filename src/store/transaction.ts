@@ -1,3 +1,6 @@
+// Long file: the Transaction's read and write paths of value and map states
+// share private helpers on the hot path (a handler's get and put per event);
+// the versioned layout adds to each path, not a concern of its own.
 import { TidemarkError } from '../errors.js'
 import { decodeWith, encodeWith, isJsonCodec, type Codec } from './codec.js'
 import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
