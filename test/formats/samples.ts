@@ -196,15 +196,21 @@ async function readPartitionStore(golden: string, work: string): Promise<Plain> 
   } finally {
     await store.close()
   }
+  const raw = await rawEntries(path)
+  return { dir: kind, marker: plain(marker) ?? null, ...read, raw }
+}
+
+/** Every LevelDB entry of a closed store as [key hex, value]: the value as hex, or as `value` says; `keep` picks entries by key. */
+export async function rawEntries(path: string, keep: (key: Buffer) => boolean = () => true, value: (bytes: Buffer) => string = (b) => b.toString('hex')): Promise<Plain[]> {
   const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
   const raw: Plain[] = []
   try {
     await db.open({ createIfMissing: false })
-    for await (const [key, value] of db.iterator()) raw.push([key.toString('hex'), value.toString('hex')])
+    for await (const [k, v] of db.iterator()) if (keep(k)) raw.push([k.toString('hex'), value(v)])
   } finally {
     await db.close()
   }
-  return { dir: kind, marker: plain(marker) ?? null, ...read, raw }
+  return raw
 }
 
 function outboxRecord(r: OutboxRecord): Record<string, Plain> {

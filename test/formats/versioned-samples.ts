@@ -6,7 +6,6 @@
 // See docs/formats.md and docs/state-evolution.md.
 import { cp } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ClassicLevel } from 'classic-level'
 import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { listManifests, readManifest } from '../../src/snapshot/catalog.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
@@ -14,7 +13,7 @@ import { restoreSnapshot } from '../../src/snapshot/restore/index.js'
 import { PartitionStore } from '../../src/store/partition-store.js'
 import { customCodec } from '../../src/store/codec.js'
 import { mapState, valueState, type StateDefinition, type StateUpgrades } from '../../src/store/state.js'
-import { expectedPath, plain } from './samples.js'
+import { expectedPath, plain, rawEntries } from './samples.js'
 
 type Plain = ReturnType<typeof plain>
 
@@ -119,14 +118,8 @@ async function readVersionedStore(golden: string, work: string): Promise<Plain> 
   } finally {
     await store.close()
   }
-  const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
-  const raw: Plain[] = []
-  try {
-    await db.open({ createIfMissing: false })
-    for await (const [key, value] of db.iterator()) if (key[0] === 0x01 || (key[0] === 0x00 && key[1] === 0x73)) raw.push([key.toString('hex'), value.toString('latin1')])
-  } finally {
-    await db.close()
-  }
+  // State entries and registry records; values as text, so that a header reads as one.
+  const raw = await rawEntries(path, (key) => key[0] === 0x01 || (key[0] === 0x00 && key[1] === 0x73), (v) => v.toString('latin1'))
   return { ...read, raw }
 }
 

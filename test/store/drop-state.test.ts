@@ -1,24 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { PartitionStore, dropState, mapState, valueState, type StateDefinition } from '../../src/index.js'
+import { describe, expect, it } from 'vitest'
+import { dropState, mapState, valueState } from '../../src/index.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
+import { openStores } from '../helpers/open-stores.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const kept = valueState<number>('kept')
 const old = mapState<number>('old')
 
-const open: PartitionStore[] = []
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()))
-})
-async function openStore(path: string, states: StateDefinition[]): Promise<PartitionStore> {
-  const store = await PartitionStore.open({ path, states })
-  open.push(store)
-  return store
-}
-async function close(store: PartitionStore): Promise<void> {
-  open.splice(open.indexOf(store), 1)
-  await store.close()
-}
+const stores = openStores()
+const openStore = stores.open
+const close = stores.close
 
 async function fill(path: string): Promise<void> {
   const store = await openStore(path, [kept, old])

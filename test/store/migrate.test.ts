@@ -1,7 +1,8 @@
 import { ClassicLevel } from 'classic-level'
-import { afterEach, describe, expect, it } from 'vitest'
-import { PartitionStore, mapState, migrateState, valueState, type MigrateProgress, type StateDefinition } from '../../src/index.js'
+import { describe, expect, it } from 'vitest'
+import { mapState, migrateState, valueState, type MigrateProgress, type StateDefinition } from '../../src/index.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
+import { openStores } from '../helpers/open-stores.js'
 import { tempDir } from '../helpers/tmp.js'
 
 type V3 = { count: number; tags: string[] }
@@ -13,19 +14,9 @@ const v3 = valueState<V3>('totals', { version: 3, upgrade: up })
 const cartsPlain = mapState<{ n: number }, 'bytes'>('carts', { keyType: 'bytes' })
 const carts3 = mapState<V3, 'bytes'>('carts', { keyType: 'bytes', version: 3, upgrade: up })
 
-const open: PartitionStore[] = []
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()))
-})
-async function openStore(path: string, states: StateDefinition[]): Promise<PartitionStore> {
-  const store = await PartitionStore.open({ path, states })
-  open.push(store)
-  return store
-}
-async function close(store: PartitionStore): Promise<void> {
-  open.splice(open.indexOf(store), 1)
-  await store.close()
-}
+const stores = openStores()
+const openStore = stores.open
+const close = stores.close
 
 /** 250 keys unversioned, then every third one rewritten at version 2; 40 map entries. */
 async function fill(path: string): Promise<void> {

@@ -1,9 +1,10 @@
 import { ClassicLevel } from 'classic-level'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   PartitionStore, TidemarkError, customCodec, mapState, rawCodec, valueState, type StateDefinition,
 } from '../../src/index.js'
 import { interceptNextBatchWrite } from '../helpers/faults.js'
+import { openStores } from '../helpers/open-stores.js'
 import { tempDir } from '../helpers/tmp.js'
 
 const T = 'events'
@@ -39,19 +40,9 @@ function list(d: ReturnType<typeof defs>, withPacked = true): StateDefinition[] 
   return [d.totals, d.blobs, d.carts, d.binCarts, ...(withPacked ? [d.packed] : [])] as StateDefinition[]
 }
 
-const open: PartitionStore[] = []
-async function openStore(path: string, states: StateDefinition[]): Promise<PartitionStore> {
-  const store = await PartitionStore.open({ path, states })
-  open.push(store)
-  return store
-}
-async function close(store: PartitionStore): Promise<void> {
-  open.splice(open.indexOf(store), 1)
-  await store.close()
-}
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()))
-})
+const stores = openStores()
+const openStore = stores.open
+const close = stores.close
 
 /** Every LevelDB entry of a closed store, hex, so that a test can see nothing changed. */
 async function rawEntries(path: string): Promise<string[]> {
