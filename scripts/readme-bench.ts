@@ -15,6 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { provenance, type Provenance } from './bench-provenance.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 export const START = '<!-- bench:start -->'
@@ -29,7 +30,7 @@ export type Figures = Record<string, unknown>
 export interface Target {
   field: string
   per?: string
-  op: '>=' | '<='
+  op: '>=' | '<=' | '<'
   bound: number
   issue: number
 }
@@ -95,6 +96,9 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'bytesDownloaded', per: 'stateBytes', op: '<=', bound: 0.1, issue: 28 },
     { field: 'lostRatio', op: '<=', bound: 0.1, issue: 28 },
   ],
+  // A hand-off against restoreSnapshot() of the same snapshots in the same round; nothing replayed past one batch.
+  rebalance: [{ field: 'handoffRatio', op: '<=', bound: 1.5, issue: 7 }, { field: 'replayedEvents', per: 'batchSize', op: '<=', bound: 1, issue: 7 }],
+  idle: [{ field: 'idleCpuPercent', op: '<', bound: 5, issue: 7 }],
 }
 
 /**
@@ -119,12 +123,12 @@ function lookup(f: Figures, name: string): unknown {
 /** "`ratio` ≥ 0.95: met", "…: **missed**", or "…: not measured" when the figures lack it. */
 function check(f: Figures, t: Target): string {
   const name = t.per === undefined ? `\`${t.field}\`` : `\`${t.field}\` ÷ \`${t.per}\``
-  const text = `${name} ${t.op === '>=' ? '≥' : '≤'} ${t.bound}`
+  const text = `${name} ${t.op === '>=' ? '≥' : t.op === '<=' ? '≤' : '<'} ${t.bound}`
   const value = figure(f, t.field)
   const per = t.per === undefined ? 1 : figure(f, t.per)
   if (value === undefined || per === undefined || per === 0) return `${text}: not measured`
   const x = value / per
-  const met = t.op === '>=' ? x >= t.bound : x <= t.bound
+  const met = t.op === '>=' ? x >= t.bound : t.op === '<=' ? x <= t.bound : x < t.bound
   return `${text}: ${met ? 'met' : '**missed**'}${t.per === undefined ? '' : ` (${round(x, 3)})`}`
 }
 
@@ -154,18 +158,31 @@ const clauses = (parts: ReadonlyArray<string | undefined>): string => parts.filt
 interface Row {
   name: string
   what: string
+  /** The arguments of `npm run bench --` that produce the figure file (what `npm run bench:all` runs). */
+  run: readonly string[]
+  /** The layers whose code the bench measures: a change to them after the figure's commit makes it stale (scripts/bench-provenance.ts). */
+  measures: readonly string[]
   figures: (f: Figures) => string
 }
+
+// The layers of each kind of bench.
+const STORE = ['src/store', 'src/util']
+const SNAPSHOTS = [...STORE, 'src/snapshot', 'src/snapshot-store', 'connectors/s3']
+const GROUP = [...SNAPSHOTS, 'src/runtime', 'src/ownership', 'src/log', 'src/outputs', 'connectors/kafka']
 
 const ROWS: readonly Row[] = [
   {
     name: 'commit',
+    run: ['commit'],
     what: 'read-modify-write of counters in batches, one commit per batch, vs the same reads and `db.batch` puts on classic-level; interleaved pairs',
+    measures: STORE,
     figures: (f) => clauses([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio')]),
   },
   {
     name: 'replay',
+    run: ['replay'],
     what: 'events replayed onto a restored store vs a plain rebuild (the same entries read, parsed and put into classic-level in batches of the replay batch size); vs a plain read + `JSON.parse` for information; interleaved pairs',
+    measures: [...STORE, 'src/replay', 'src/runtime', 'src/log', 'src/synchronizer', 'src/snapshot', 'src/snapshot-store'],
     figures: (f) => clauses([
       phrase(f, ['applyPerSec', 'applyRawPerSec'], (a, b) => `${int(a)} events/s vs plain rebuild ${int(b)}/s`),
       ratio(f, 'applyRatio'),
@@ -176,7 +193,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'snapshot',
+    run: ['snapshot', '--mb', '256', '--snapshots', '4'],
     what: 'a generated store on radosgw: full snapshot, incremental after some keys changed, then snapshots under a write load; vs plain PutObject of the same table files',
+    measures: SNAPSHOTS,
     figures: (f) => clauses([
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
       phrase(f, ['incrementalUploadBytes', 'newTableBytes', 'changedKeys'], (a, b, c) => `incremental ${mb(a)} for ${mb(b)} of new tables after ${int(c)} keys changed`),
@@ -188,7 +207,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'snapshot-throttled',
+    run: ['snapshot', '--throttle-mbps', '20', '--mb', '64', '--snapshots', '8'],
     what: 'the snapshot bench with the snapshot store throttled (`--throttle-mbps`): commits under the write load and memory while uploads are slow',
+    measures: SNAPSHOTS,
     figures: (f) => clauses([
       phrase(f, ['throttleMBps'], (x) => `throttled to ${x} MiB/s`),
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
@@ -199,7 +220,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'restore',
+    run: ['restore'],
     what: 'the same store restored (SHA-256 checked, fsynced) vs GetObject of the same objects into fsynced files; and rebuilt the way Kafka Streams does (a compacted changelog replayed into a fresh LevelDB)',
+    measures: SNAPSHOTS,
     figures: (f) => clauses([
       phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
       phrase(f, ['restoreSeconds', 'rawDownloadSeconds'], (a, b) => `${a} s vs raw ${b} s`),
@@ -211,7 +234,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'sync',
+    run: ['sync', '--only', 'file'],
     what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [sync.md](sync.md#benchmark))',
+    measures: ['src/log', 'src/synchronizer', 'src/util'],
     figures: (f) => clauses([
       phrase(f, ['perSecond1', 'rawPerSecond'], (a, b) => `1 writer ${int(a)} appends/s vs raw ${int(b)}/s`),
       ratio(f, 'appendRatio1'),
@@ -225,7 +250,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'partitions',
+    run: ['partitions'],
     what: 'partition stores in one process, snapshot all and restore all on radosgw, vs plain S3 put/get at the same concurrency',
+    measures: SNAPSHOTS,
     figures: (f) => clauses([
       phrase(f, ['partitions', 'mbPerPartition'], (n, m) => `${n} partitions of ${m} MiB`),
       phrase(f, ['putMBps', 'rawPutMBps'], (a, b) => `snapshot all ${a} MB/s vs plain puts ${b} MB/s`),
@@ -237,7 +264,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'outputs',
+    run: ['outputs'],
     what: 'a word count that emits one record per event through the outbox to Kafka vs the same job sending the same records with a plain kafkajs producer after each commit (at-least-once), every record delivered; vs the same job without emitting, for information; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
+    measures: [...STORE, 'src/runtime', 'src/outputs', 'src/log', 'connectors/kafka'],
     figures: (f) => clauses([
       phrase(f, ['eoPerSec', 'eoRawPerSec'], (a, b) => `${int(a)} events/s delivered vs at-least-once ${int(b)}/s`),
       ratio(f, 'eoRatio'),
@@ -250,7 +279,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'requests',
+    run: ['requests'],
     what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [cost.md](cost.md)); per steady-state snapshot of a `Snapshotter` used directly, with no claim',
+    measures: [...SNAPSHOTS, 'src/runtime', 'src/ownership', 'src/log'],
     figures: (f) => clauses([
       phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
@@ -260,7 +291,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'scaleout',
+    run: ['scaleout', '--rounds', '3'],
     what: 'a fourth member joins three that run 12 partitions of 24 MiB (and 4 of 512 MiB), warm-up on, Kafka mock, file-system snapshots',
+    measures: GROUP,
     figures: (f) => clauses([
       phrase(f, ['moved', 'movedMinimum', 'stayedReopened'], (m, n, r) => `${m} moved (minimum ${n}), ${r} others reopened`),
       phrase(f, ['bytesDownloadedAtMove', 'movedStateBytes'], (a, b) => `${int(a)} bytes downloaded at the move of ${int(b)} bytes of state`),
@@ -271,7 +304,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'failover',
+    run: ['failover', '--rounds', '3'],
     what: 'SIGKILL of one of 4 members running 12 partitions of 24 MiB, with one standby per partition (and without), Kafka mock, file-system snapshots',
+    measures: GROUP,
     figures: (f) => clauses([
       phrase(f, ['tidemarkGapMsMax', 'waitedForDeadMs'], (g, w) => `assignment to first commit ≤ ${int(g)} ms, ${int(w)} ms waited for the dead`),
       phrase(f, ['moved', 'movedMinimum', 'bytesDownloaded'], (m, n, b) => `${m} moved (minimum ${n}), ${int(b)} bytes downloaded`),
@@ -281,7 +316,9 @@ const ROWS: readonly Row[] = [
   },
   {
     name: 'rolling',
+    run: ['rolling'],
     what: "3 members restarted one after another with their state dirs: `close({ leaveGroup: false })` and the state-aware assignor vs kafkajs's round-robin assignor and a plain close",
+    measures: GROUP,
     figures: (f) => clauses([
       phrase(f, ['partitionsHome', 'partitions'], (h, n) => `${h} of ${n} partitions home`),
       phrase(f, ['bytesDownloaded', 'stateBytes'], (b, s) => `${int(b)} bytes downloaded of ${int(s)} bytes of state`),
@@ -291,8 +328,33 @@ const ROWS: readonly Row[] = [
     ]),
   },
   {
+    name: 'rebalance',
+    run: ['rebalance', '--rounds', '3'],
+    what: "4 partitions of `--size-mb` MiB (default 100) on radosgw and the Kafka mock; a member joins and takes 2 of them: from the revocation (the old owner's GROUP_JOIN) to the new owner's first commit of a record the old one had not committed, vs `restoreSnapshot()` of the same snapshots in the same round; median of the pairs",
+    measures: GROUP,
+    figures: (f) => clauses([
+      phrase(f, ['handoffMs', 'plainRestoreMs'], (a, b) => `hand-off ${int(a)} ms vs plain restore ${int(b)} ms`),
+      ratio(f, 'handoffRatio'),
+      phrase(f, ['replayedEvents', 'batchSize'], (r, b) => `\`replayedEvents\` ${r} (batch ${b})`),
+      phrase(f, ['rawRebalanceMs'], (x) => `plain kafkajs rebalance (no state) ${int(x)} ms`),
+      phrase(f, ['coldStartMs', 'rawColdStartMs'], (a, b) => `cold start to the first record ${int(a)} ms (plain kafkajs consumer ${int(b)} ms)`),
+    ]),
+  },
+  {
+    name: 'idle',
+    run: ['idle'],
+    what: 'one process, 32 assigned partitions (8 topics), caught up and idle: CPU of a core, vs a plain kafkajs consumer of the same partitions in the same process; median of the rounds',
+    measures: GROUP,
+    figures: (f) => clauses([
+      phrase(f, ['idleCpuPercent', 'rawIdleCpuPercent'], (a, b) => `${a} % of a core vs plain kafkajs ${b} %`),
+      phrase(f, ['kafkaConnections'], (x) => `${x} Kafka connections`),
+    ]),
+  },
+  {
     name: 'growth',
+    run: ['growth'],
     what: 'full snapshot and restore at several state sizes; incremental upload against keys changed (table below)',
+    measures: SNAPSHOTS,
     figures: (f) => {
       const points = Array.isArray(f.points) ? (f.points as Figures[]) : []
       const sizes = points.filter((p) => p.series === 'size').map((p) => `${String(p.mb)} MiB`)
@@ -307,13 +369,32 @@ function loadText(f: Figures): string {
   return Array.isArray(load) && load.every((x) => typeof x === 'number') ? (load as number[]).join(' / ') : 'not recorded'
 }
 
-/** The command, date, Node version and load average at start of a figure file. */
-function measured(f: Figures): string {
+/** Where a figure file stands in git, as a cell's words: its commit, and **stale** with the commit that made it so. */
+function provenanceText(p: Provenance | undefined): string {
+  if (p === undefined) return 'commit not recorded'
+  const at = p.commit === undefined ? 'commit not recorded' : `at ${p.commit}${p.dirty ? ' with uncommitted changes' : ''}`
+  if (p.unknown !== undefined) return `${at}; staleness unknown: ${p.unknown}`
+  return p.staleBy === undefined ? at : `${at}; **stale**: ${p.staleBy.commit} changed ${p.staleBy.file} since`
+}
+
+/** The command, date, commit, Node version and load average at start of a figure file. */
+function measured(f: Figures, p: Provenance | undefined): string {
   const date = typeof f.date === 'string' ? `${f.date.slice(0, 16).replace('T', ' ')} UTC` : 'date not recorded'
   const node = typeof f.node === 'string' ? `Node ${f.node}` : 'Node version not recorded'
   const command = typeof f.command === 'string' ? `\`${f.command}\`` : 'command not recorded'
-  return `${command}, ${date}, ${node}, load average at start ${loadText(f)}`
+  return `${command}, ${date}, ${provenanceText(p)}, ${node}, load average at start ${loadText(f)}`
 }
+
+/** Tells the provenance of a bench's figure file; undefined when nothing is known. */
+export type ProvenanceOf = (name: string, f: Figures, measures: readonly string[]) => Provenance | undefined
+
+/**
+ * Provenance from this repository's git: the commit a figure file records,
+ * or, for the files in bench/results saved before benches recorded it, the
+ * commit that last wrote the file.
+ */
+export const repoProvenance = (inResults: boolean): ProvenanceOf => (name, f, measures) =>
+  typeof f.commit === 'string' || inResults ? provenance(ROOT, name, f, measures) : undefined
 
 const cell = (s: string): string => s.replaceAll('|', '\\|').replaceAll('\n', ' ')
 
@@ -328,7 +409,7 @@ function growthTable(g: Figures | undefined): string[] {
     return x === undefined ? '—' : text(x)
   }
   const load = (p: Figures): string => (Array.isArray(p.loadAvg) ? (p.loadAvg as number[]).join(' / ') : '—')
-  const lines = [`**How cost grows** (${measured(g)}):`, '']
+  const lines = [`**How cost grows** (${measured(g, undefined).replace(/, commit not recorded/, '')}):`, '']
   if (size.length === 0) lines.push('Full snapshot and restore by size: not measured.')
   else {
     lines.push(
@@ -350,18 +431,21 @@ function growthTable(g: Figures | undefined): string[] {
 }
 
 /** The block, markers included, from the figure files found in `dir` (missing ones: "not measured"). */
-export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>): string {
+/** The benches of the table, in its order, with the arguments that produce each figure file. */
+export const BENCHES: ReadonlyArray<Pick<Row, 'name' | 'run'>> = ROWS
+
+export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>, provenanceOf: ProvenanceOf = () => undefined): string {
   const rows = ROWS.map((row) => {
     const f = figuresByBench.get(row.name)
     const targets = TARGETS[row.name] ?? []
     if (f === undefined) {
       return [`\`${row.name}\``, row.what, 'not measured', targets.map((x) => check({}, x)).join('; ') || '—', '—']
     }
-    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x)).join('; ') || '—', measured(f)]
+    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x)).join('; ') || '—', measured(f, provenanceOf(row.name, f, row.measures))]
   })
   return [
     START,
-    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/`; targets set in the script, met or **missed** as computed from these figures.',
+    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/` (`npm run bench:all` runs every bench, then this); targets set in the script, met or **missed** as computed from these figures. A figure is **stale** when a commit after the one it was measured at changed the code it measures (its bench files and the layers named in the script), as git tells: rerun that bench before trusting it.',
     '',
     '| bench | what | figures | target | measured |',
     '| --- | --- | --- | --- | --- |',
@@ -428,7 +512,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE
   try {
     const figures = readFigures(dir, requests === undefined ? {} : { requests })
-    writeFileSync(docPath, replaceBenchBlock(readFileSync(docPath, 'utf8'), renderBenchBlock(figures)))
+    const inResults = resolve(dir) === join(ROOT, 'bench', 'results')
+    writeFileSync(docPath, replaceBenchBlock(readFileSync(docPath, 'utf8'), renderBenchBlock(figures, repoProvenance(inResults))))
     const missing = ROWS.map((r) => r.name).filter((n) => !figures.has(n))
     console.log(`${docPath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)
   } catch (err) {
