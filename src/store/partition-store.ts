@@ -4,6 +4,7 @@
 // beside it.
 import type { ClassicLevel } from 'classic-level'
 import { TidemarkError } from '../errors.js'
+import { describeValue } from '../util/describe-value.js'
 import { levelCause, openLevel, openStoreDir } from './store-dir.js'
 import {
   decodeOffset, decodePositionKey, encodeOffset, metadataKey, positionKey,
@@ -32,6 +33,7 @@ const EMPTY = Object.freeze({})
 // Matches strings whose UTF-16 units are all below 0x80.
 const ASCII = /^[^\u0080-\uffff]*$/
 const FLUSH_RANGE = Buffer.of(0xff)
+const LEVELDB_PROPERTY = /^leveldb\.(num-files-at-level[0-6]|stats|sstables|approximate-memory-usage)$/
 const SYNC = Object.freeze({ sync: true })
 type StateRecord = { kind: 'value' | 'map' }
 
@@ -106,6 +108,23 @@ export class PartitionStore implements TransactionHost {
   /** Every stored position. */
   positions(): Position[] {
     return [...this.#positions.values()]
+  }
+
+  /**
+   * One of LevelDB's own figures about this store, as its GetProperty gives
+   * it: `leveldb.num-files-at-level<N>` (N from 0 to 6), `leveldb.stats`,
+   * `leveldb.sstables` or `leveldb.approximate-memory-usage`; undefined while
+   * a checkpoint holds the store closed. For monitoring compaction: level-0
+   * files pile up when compaction falls behind the writes, and from 8 of them
+   * LevelDB delays every write by 1 ms (docs/partition-store.md).
+   */
+  leveldbProperty(name: string): string | undefined {
+    if (typeof name !== 'string' || !LEVELDB_PROPERTY.test(name)) {
+      throw new RangeError(`leveldbProperty(name): name must be leveldb.num-files-at-level0 to 6, leveldb.stats, leveldb.sstables or leveldb.approximate-memory-usage, got ${describeValue(name)}`)
+    }
+    this.#checkOpen()
+    if (this.#gate !== undefined) return undefined
+    return this.#db.getProperty(name)
   }
 
   /** Reads a metadata document written by setMetadata. */
