@@ -61,6 +61,9 @@ export function provenance(root: string, name: string, figures: Record<string, u
   const dirty = figures.dirty === true
   let commit = typeof figures.commit === 'string' ? figures.commit : undefined
   try {
+    // A shallow clone holds neither the commits before its tip nor the
+    // history that would tell when a figure file was written.
+    if (git(root, ['rev-parse', '--is-shallow-repository']) === 'true') return { commit: commit?.slice(0, 7), dirty, unknown: 'the clone is shallow' }
     if (commit === undefined) commit = git(root, ['log', '-1', '--format=%H', '--', `bench/results/${name}.json`]) || undefined
     if (commit === undefined) return { dirty, unknown: 'the figure file is not committed' }
     const full = git(root, ['rev-parse', '--verify', '--quiet', `${commit}^{commit}`])
@@ -71,7 +74,8 @@ export function provenance(root: string, name: string, figures: Record<string, u
     const oldest = later[later.length - 1]!
     const changed = git(root, ['diff-tree', '--no-commit-id', '--name-only', '-r', oldest, '--', ...files]).split('\n').filter((l) => l !== '')
     return { commit: short, dirty, staleBy: { commit: oldest, file: changed[0] ?? files[0]! } }
-  } catch (err) {
-    return { commit: commit?.slice(0, 7), dirty, unknown: `git could not tell (${(err as Error).message.split('\n')[0]})` }
+  } catch {
+    // No git, or a commit this clone does not hold (a shallow clone).
+    return { commit: commit?.slice(0, 7), dirty, unknown: 'git could not tell' }
   }
 }

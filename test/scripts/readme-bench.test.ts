@@ -140,7 +140,16 @@ describe('renderBenchBlock', () => {
     expect(Object.keys(TARGETS).filter((name) => !figures.has(name))).toEqual([])
     const doc = readFileSync(join(ROOT, 'docs', 'benchmarks.md'), 'utf8')
     const block = doc.slice(doc.indexOf(START), doc.indexOf(END) + END.length)
-    expect(block).toBe(renderBenchBlock(figures, repoProvenance(true)))
+    const rendered = renderBenchBlock(figures, repoProvenance(true))
+    // A clone without the history (a shallow one) cannot tell a figure's
+    // staleness: there the cells that say so are left out of the comparison,
+    // and everything else must still match.
+    if (rendered.includes('staleness unknown')) {
+      const withoutProvenance = (text: string): string => text.replace(/(UTC|date not recorded), [^|]*?, Node /g, '$1, ?, Node ')
+      expect(withoutProvenance(block)).toBe(withoutProvenance(rendered))
+    } else {
+      expect(block).toBe(rendered)
+    }
     expect(block).not.toContain('not measured')
   })
 
