@@ -205,9 +205,12 @@ export class MemberLease {
   }
 }
 
-/** The key of a member lease object: beside the job's partitions, under a name no partition has (partitions are digits or `<topic>-<n>`). */
+/** The folder of a job's member leases: beside its partitions, under a name no partition has (partitions are digits or `<topic>-<n>`). */
+export const MEMBERS_FOLDER = '_members'
+
+/** The key of a member lease object. */
 export function memberKey(job: string, id: string): string {
-  return `${job}/_members/${id}.json`
+  return `${job}/${MEMBERS_FOLDER}/${id}.json`
 }
 
 /**

@@ -47,17 +47,17 @@ describe('relative paths', () => {
 })
 
 describe('malformed arguments are usage errors (exit 2)', () => {
-  it('--partition must be a non-negative integer, for every command that takes it', async () => {
+  it('--partition must be a partition number or a consumer group\'s <topic>-<partition>, for every command that takes it', async () => {
     const { dir, url } = await fixture()
     const commands = [
       ['snapshots', 'list', url], ['snapshots', 'show', url, '0000000001-000000000001'], ['snapshots', 'verify', url],
       ['restore', url, '--target', join(dir, 'restored')], ['gc', url, '--dry-run'], ['state', 'dump', url],
     ]
     for (const argv of commands) {
-      for (const partition of ['abc', '-1', '1.5', '0x1', '']) {
+      for (const partition of ['abc', '-1', '1.5', '0x1', '', 'src-', '../x', '../x-1', 'src-5/x', '.-1', 'src-1.5', 'a b-1']) {
         const result = await tidemark(...argv, '--job', 'j', `--partition=${partition}`)
         expect(result, `${argv.join(' ')} --partition=${partition}`).toMatchObject({ code: 2, stdout: '' })
-        expect(result.stderr).toMatch(partition === '' ? /^tidemark: --partition must not be empty\nusage:\n/ : /^tidemark: --partition must be a non-negative integer, got "[^"]*"\nusage:\n/)
+        expect(result.stderr).toMatch(partition === '' ? /^tidemark: --partition must not be empty\nusage:\n/ : /^tidemark: --partition must be a partition as `tidemark jobs` lists it: a number \(0\), or a consumer group's <topic>-<partition> \(orders-3\), got "[^"]*"\nusage:\n/)
       }
     }
     expect(readdirSync(dir)).not.toContain('restored')
