@@ -19,17 +19,18 @@ export interface PartitionHolding {
 }
 
 /**
- * Every `<job>/<partition>/` of the store, in key order, with its snapshot
- * count. One listing of one key per partition (it skips past the partition's
- * keys), then one of each partition's manifests: data objects are never
- * listed, however many there are.
+ * Every `<job>/<partition>/` of the store (of one job), in key order, with
+ * its snapshot count. One listing of one key per partition (it skips past
+ * the partition's keys), then one of each partition's manifests: data
+ * objects are never listed, however many there are.
  */
-export async function listPartitions(store: SnapshotStore): Promise<PartitionHolding[]> {
+export async function listPartitions(store: SnapshotStore, ofJob?: string): Promise<PartitionHolding[]> {
   const found: Array<{ job: string; partition: string }> = []
+  const prefix = ofJob === undefined ? '' : `${ofJob}/`
   let startAfter: string | undefined
   for (;;) {
     let next: string | undefined
-    for await (const info of store.list('', { limit: 1, ...(startAfter === undefined ? {} : { startAfter }) })) next = info.key
+    for await (const info of store.list(prefix, { limit: 1, ...(startAfter === undefined ? {} : { startAfter }) })) next = info.key
     if (next === undefined) break
     const [job, partition] = next.split('/')
     if (partition === undefined || next.split('/').length < 3) {
