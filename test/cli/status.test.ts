@@ -80,6 +80,8 @@ describe('tidemark status', () => {
       expect.objectContaining({ id: stale.id, state: 'expired', owner: expect.objectContaining({ name: 'gone:1' }), partitions: ['2'] }),
     ]))
     expect(report.members).toHaveLength(2)
+    // The member leases sit beside the partitions, and are none.
+    expect((JSON.parse((await tidemark('jobs', url, '--json')).stdout) as Array<{ partition: string }>).map((h) => h.partition)).toEqual(['0', '1', '2'])
 
     expect(text).toMatch(/^job orders: 3 partitions \(2 held\), 2 member leases\n/)
     expect(text).toMatch(/^partition +owner +member +epoch +lease +newest +positions +age +state bytes +snapshots$/m)
