@@ -12,7 +12,9 @@ const root = join(import.meta.dirname, '..', '..')
  * Runs `args` in a fresh Node process (through tsx, from the repo root) in
  * which the optional peer `pkg` is not installed: a module hook fails its
  * resolution exactly as Node does for a package that is absent
- * (ERR_MODULE_NOT_FOUND); every other module is the real one.
+ * (ERR_MODULE_NOT_FOUND for import, MODULE_NOT_FOUND for require(), also a
+ * createRequire() one, which module hooks do not see on every Node line);
+ * every other module is the real one.
  * npm run test:package checks the same in an app that lacks it.
  */
 export async function withoutPackage(pkg: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -27,7 +29,19 @@ export async function withoutPackage(pkg: string, args: string[]): Promise<{ cod
       return next(specifier, context)
     }
   `)
-  await writeFile(join(dir, 'register.mjs'), `import { register } from 'node:module'\nregister('./hooks.mjs', import.meta.url)\n`)
+  await writeFile(join(dir, 'register.mjs'), `
+    import Module, { register } from 'node:module'
+    register('./hooks.mjs', import.meta.url)
+    const resolveFilename = Module._resolveFilename
+    Module._resolveFilename = function (request, ...rest) {
+      if (request === ${JSON.stringify(pkg)} || request.startsWith(${JSON.stringify(`${pkg}/`)})) {
+        const error = new Error("Cannot find module '" + request + "'")
+        error.code = 'MODULE_NOT_FOUND'
+        throw error
+      }
+      return resolveFilename.call(this, request, ...rest)
+    }
+  `)
   try {
     const { stdout, stderr } = await run(process.execPath, ['--import', pathToFileURL(join(dir, 'register.mjs')).href, '--import', 'tsx', ...args], { cwd: root })
     return { code: 0, stdout, stderr }
