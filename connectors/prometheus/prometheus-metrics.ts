@@ -1,5 +1,5 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from './prom-client.js'
 import { METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage } from '../../src/metrics/index.js'
 import { describeValue } from '../../src/util/index.js'
 

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
-import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type PartitionAssigner, type Producer } from 'kafkajs'
+import type { Admin, Consumer, EachBatchPayload, IHeaders, PartitionAssigner, Producer } from 'kafkajs'
+import { Kafka, Partitioners, logLevel } from '../kafkajs.js'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { describeValue } from '../../../src/util/index.js'

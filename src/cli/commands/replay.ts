@@ -287,10 +287,9 @@ async function kafka<T>(registry: Registry<T>): Promise<T | undefined> {
   try {
     return await registry.load('kafka', 'tidemark/kafka')
   } catch (err) {
-    // kafkajs is an optional peer dependency: without it Node's
-    // module-not-found names a package the user never asked for.
-    const e = err as NodeJS.ErrnoException
-    if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !/'kafkajs'/.test(String(e.message))) throw err
+    // kafkajs is an optional peer dependency: tidemark/kafka says so
+    // (connectors/kafka/kafkajs.ts); this names the options that need it.
+    if (!isTidemarkError(err, 'TIDEMARK_KAFKA_CLIENT_MISSING')) throw err
     throw new TidemarkError('TIDEMARK_KAFKA_CLIENT_MISSING', 'Kafka sources and outputs (--brokers, --output-brokers) need kafkajs, an optional peer dependency of tidemark that is not installed: npm install kafkajs', { cause: err, details: { package: 'kafkajs' } })
   }
 }
