@@ -97,7 +97,7 @@ export class PrometheusMetrics {
     const replayDone = new Gauge({ name: name('replay_events'), help: 'Events the current (or last) replay after a start applied so far.', labelNames: PARTITION, registers: reg })
     const replaySize = new Gauge({ name: name('replay_size_events'), help: 'Events the current (or last) replay covers.', labelNames: PARTITION, registers: reg })
 
-    const ownership = new Counter({ name: name('ownership_events_total'), help: 'Claim and fencing events: acquired, renew-failed, lost, fenced, release-failed.', labelNames: [...SNAPSHOT, 'event'], registers: reg })
+    const ownership = new Counter({ name: name('ownership_events_total'), help: 'Claim and fencing events: acquired, holder-dead, renew-failed, lost, fenced, release-failed.', labelNames: [...SNAPSHOT, 'event'], registers: reg })
     const outbox = new Gauge({ name: name('outbox_depth'), help: 'Outputs committed in the outbox and not yet delivered.', labelNames: PARTITION, registers: reg })
 
     const startPartition = (l: Record<(typeof PARTITION)[number], string>): void => {
