@@ -87,6 +87,7 @@ export class PrometheusMetrics {
     const stallSeconds = new Histogram({ name: name('snapshot_stall_seconds'), help: 'How long a snapshot\'s checkpoint blocked commits.', labelNames: SNAPSHOT, buckets: [...buckets.stallSeconds], registers: reg })
     const uploaded = new Counter({ name: name('snapshot_uploaded_bytes_total'), help: 'Bytes written to the snapshot store by successful snapshots (new data objects and manifests).', labelNames: SNAPSHOT, registers: reg })
     const stateBytes = new Gauge({ name: name('snapshot_state_bytes'), help: 'Size of the state the last successful snapshot holds.', labelNames: SNAPSHOT, registers: reg })
+    const snapshotTime = new Gauge({ name: name('snapshot_timestamp_seconds'), help: 'When the last successful snapshot ended (Unix time): time() minus it is the age of the newest snapshot.', labelNames: SNAPSHOT, registers: reg })
     const snapshotOffset = new Gauge({ name: name('snapshot_offset'), help: 'The position of the last successful snapshot: a restore replays after it.', labelNames: SNAPSHOT, registers: reg })
 
     const restores = new Counter({ name: name('restores_total'), help: 'Restores finished, by where the state came from (snapshot, local, empty).', labelNames: [...SNAPSHOT, 'source'], registers: reg })
@@ -157,6 +158,7 @@ export class PrometheusMetrics {
       stallSeconds.observe(l, m.stallMs / 1000)
       uploaded.inc(l, m.bytesUploaded)
       stateBytes.set(l, m.bytesTotal)
+      snapshotTime.set(l, Date.now() / 1000)
       if (m.offset !== undefined) snapshotOffset.set(l, Number(m.offset))
     })
     this.#on<RestoreMessage>(METRICS_CHANNELS.restore, (m) => {
