@@ -457,17 +457,26 @@ export class PartitionLifecycle {
   }
 
   /**
+   * The last snapshot of a close (snapshots.onClose): none when this
+   * owner's last snapshot already covers everything committed.
+   */
+  closeSnapshot(): Promise<SnapshotResult | undefined> {
+    return this.#sinceSnapshot() === 'nothing' ? Promise.resolve(undefined) : this.snapshot()
+  }
+
+  /**
    * A hand-off snapshot within `timeoutMs` (it goes on in the background
    * past it; the shutdown waits for it). `lost` when another owner holds
    * the claim: its snapshots fence ours, and it replays from its own.
    * `skipped` (the events committed since the last snapshot) when fewer
-   * than `minEvents` were and a snapshot of this owner committed: the next
-   * owner replays them instead.
+   * than `minEvents` were, or nothing was, and a snapshot of this owner
+   * committed: the next owner replays them instead.
    */
   async handoff(timeoutMs: number, minEvents = 0): Promise<{ snapshot: SnapshotResult } | { skipped: number } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
     if (this.#scheduler === undefined) return { failed: 'failed' }
-    const pending = this.#scheduler.pending.events
-    if (pending < minEvents && this.#snapshotter?.lastCommitted !== undefined && !this.#scheduler.inFlight) return { skipped: pending }
+    const since = this.#sinceSnapshot()
+    if (since === 'nothing') return { skipped: 0 }
+    if (since !== undefined && since.events < minEvents) return { skipped: since.events }
     const lost = this.#keeper?.lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
     if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
     this.#lastSnapshotError = undefined
@@ -482,6 +491,19 @@ export class PartitionLifecycle {
     } finally {
       clearTimeout(timer)
     }
+  }
+
+  /**
+   * What was committed since this owner's last snapshot, which a new one
+   * would cover ('nothing': that snapshot covers the store). Undefined while
+   * a snapshot is in flight or before this owner committed one (the one it
+   * restored may not hold what its start did to the store).
+   */
+  #sinceSnapshot(): { events: number; bytes: number } | 'nothing' | undefined {
+    const scheduler = this.#scheduler
+    if (scheduler === undefined || scheduler.inFlight || this.#snapshotter?.lastCommitted === undefined) return undefined
+    const pending = scheduler.pending
+    return pending.events === 0 && pending.bytes === 0 ? 'nothing' : pending
   }
 
   /** The claim is gone: the partition stops within the batch in flight. */
