@@ -130,6 +130,11 @@ describe('the packed package', () => {
     }))
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     await Promise.race([replayed, exited])
+    // A second copy while the first holds the partition: its code and message, no stack.
+    const second = await inApp(process.execPath, [join(out, 'processor.js')])
+    expect(second.code).toBe(1)
+    expect(second.stderr).toMatch(/^TIDEMARK_OWNERSHIP_CONFLICT: .* holds partition 0 of job sales-totals .*\n$/)
+    expect(second.stderr).not.toMatch(/\n\s+at /)
     child.kill('SIGTERM')
     expect(await exited).toBe(0)
     expect(stderr).toBe('')
