@@ -72,7 +72,7 @@ afterAll(() => work?.cleanup())
  * (the producer's part), then `args` run in `cwd` until the example has
  * replayed them, then SIGTERM.
  */
-async function runProcessorExample(cwd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function runProcessorExample(cwd: string, args: string[], whileRunning?: () => Promise<void>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const seeded = await inApp(process.execPath, ['--input-type=module', '-e', `
     import { resolve } from 'node:path'
     import { openFileLog } from 'tidemark'
@@ -91,6 +91,7 @@ async function runProcessorExample(cwd: string, args: string[]): Promise<{ code:
   }))
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   await Promise.race([replayed, exited])
+  await whileRunning?.()
   child.kill('SIGTERM')
   return { code: await exited, stdout, stderr }
 }
@@ -188,7 +189,13 @@ describe('the packed package', () => {
   })
 
   it('runs the processor example until SIGTERM, which closes it (exit 0) with a last snapshot', async () => {
-    const r = await runProcessorExample(app, [join(out, 'processor.js')])
+    const r = await runProcessorExample(app, [join(out, 'processor.js')], async () => {
+      // A second copy while the first holds the partition: its code and message, no stack.
+      const second = await inApp(process.execPath, [join(out, 'processor.js')])
+      expect(second.code).toBe(1)
+      expect(second.stderr).toMatch(/^TIDEMARK_OWNERSHIP_CONFLICT: .* holds partition 0 of job sales-totals .*\n$/)
+      expect(second.stderr).not.toMatch(/\n\s+at /)
+    })
     expect(r.code).toBe(0)
     expect(r.stderr).toBe('')
     // One line per phase at most: no progress lines while it was idle.

@@ -59,7 +59,7 @@ export interface StatefulConsumerEvents {
   restore: [TopicPartition & { event: RestoreEvent }]
   /** A partition's outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped (docs/outputs.md). */
   outputs: [TopicPartition & { event: OutputsEvent }]
-  /** A partition's claim: a failed release, the claim lost to another owner (docs/ownership.md). */
+  /** A partition's claim: taken from a holder proven dead, a failed release, the claim lost to another owner (docs/ownership.md). */
   ownership: [TopicPartition & { event: OwnershipEvent }]
   /** A standby copy of a partition (options.standbys): synced to a new snapshot, a snapshot skipped, a sync failed. */
   standby: [TopicPartition & { event: SnapshotFollowerEvent }]
