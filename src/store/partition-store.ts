@@ -14,7 +14,7 @@ import type { StateDefinition } from './state.js'
 import { loadPositions, registerStates } from './store-load.js'
 import { budgetedBytes, levelOptionsOf, resolveStoreOptions, type PartitionStoreOptions, type ResolvedOptions } from './store-options.js'
 import { Transaction, type TransactionOptions } from './transaction.js'
-import { keyOfId, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
+import { KEY_ID_BYTES, keyOfId, MAX_KEY_IDS, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
 import { ABSENT, ValueCache } from './value-cache.js'
 
 /**
@@ -324,13 +324,13 @@ export class PartitionStore implements TransactionHost {
   }
 
   /** @internal */
-  keyIds(def: StateDefinition): Map<string, string> {
+  keyIds(def: StateDefinition): { ids: Map<string, string>; max: number } {
     let ids = this.#keyIds.get(def.name)
     if (ids === undefined) {
       ids = new Map()
       this.#keyIds.set(def.name, ids)
     }
-    return ids
+    return { ids, max: Math.min(MAX_KEY_IDS, Math.floor(this.#cache.limit / KEY_ID_BYTES)) }
   }
 
   /**
@@ -385,6 +385,7 @@ export class PartitionStore implements TransactionHost {
 
   /** @internal */
   cached(id: string): unknown {
+    this.#activity++
     const v = this.#values.get(id)
     return v !== undefined ? (v === ABSENT ? undefined : v) : NOT_CACHED
   }
@@ -498,7 +499,11 @@ export class PartitionStore implements TransactionHost {
 
   /** The value cache follows the budget's share, unless the store was given its size. */
   #reshare(share: StoreShare): void {
-    if (this.#options.explicit.valueCacheBytes === undefined) this.#cache.resize(share.valueCacheBytes)
+    if (this.#options.explicit.valueCacheBytes !== undefined) return
+    this.#cache.resize(share.valueCacheBytes)
+    // Kept ids count in the share too; cleared, not trimmed: a transaction's view keeps the map it was given.
+    const max = Math.floor(share.valueCacheBytes / KEY_ID_BYTES)
+    for (const ids of this.#keyIds.values()) if (ids.size > max) ids.clear()
   }
 
   /**
@@ -516,6 +521,7 @@ export class PartitionStore implements TransactionHost {
       this.#asleep = true
       this.#quiescing = true
       this.#cache.clear()
+      for (const ids of this.#keyIds.values()) ids.clear()
       this.#options.budget.closedLevel(this.#member)
       await this.#db.close()
       return true
