@@ -113,8 +113,11 @@ describe('idle close', () => {
     await budget.closeIdle()
     advance(1000)
     const closing = budget.closeIdle()
+    // Past the microtasks that begin the close: LevelDB's close is under way (or done).
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(store.idle).toBe(true)
     const work = [put(store, 'k1', 1, 1n), store.transaction().value(counts).get('k0'), put(store, 'k2', 2, 2n)]
-    await closing
+    expect(await closing).toBe(1)
     expect(await Promise.all(work)).toEqual([undefined, 0, undefined])
     const tx = store.transaction()
     expect(await Promise.all(['k0', 'k1', 'k2'].map((k) => tx.value(counts).get(k)))).toEqual([0, 1, 2])
