@@ -8,7 +8,7 @@ import { describeValue } from '../util/describe-value.js'
 import type { BudgetMember } from './budget/store-budget.js'
 import type { StoreShare } from './budget/budget-options.js'
 import { levelCause, openLevel, openStoreDir, type LevelOptions } from './store-dir.js'
-import { encodeOffset, metadataKey, positionKey } from './keys.js'
+import { checkMetaName, encodeOffset, metadataKey, positionKey } from './keys.js'
 import { checkAdvancing, checkCommitPositions, sourceId, type Position } from './position.js'
 import type { StateDefinition } from './state.js'
 import { loadPositions, registerStates } from './store-load.js'
@@ -188,8 +188,7 @@ export class PartitionStore implements TransactionHost {
       await this.#gate
       this.#checkOpen()
     }
-    // Idle-closed, it has nothing in memory: the write-ahead log holds what
-    // the memtable held, and a checkpoint copies it.
+    // Idle-closed, what its memtable held is in the write-ahead log, which a checkpoint copies.
     if (this.#asleep) return
     // Counted as a read: the budget does not close the database under it.
     this.#activeReads++
@@ -239,7 +238,7 @@ export class PartitionStore implements TransactionHost {
         try {
           return await fn(this.path)
         } finally {
-          await this.#reopen()
+          await this.#openLevel('after a checkpoint')
         }
       } finally {
         this.#quiescing = false
@@ -476,9 +475,8 @@ export class PartitionStore implements TransactionHost {
   }
 
   /**
-   * Runs fn after what is queued. An idle-closed store is opened first, in
-   * the queue, unless `wake` is false (the idle close, the reopen itself,
-   * and a quiesce, which uses the closed files as they are).
+   * Runs fn after what is queued, an idle-closed store opened first unless
+   * `wake` is false (the idle close, the reopen, a quiesce: it uses the files).
    */
   #serialized<T>(fn: () => Promise<T>, wake = true): Promise<T> {
     const run = this.#queue.then(async () => {
@@ -492,28 +490,25 @@ export class PartitionStore implements TransactionHost {
     return run
   }
 
-  /** What a read or hold waits for outside the queue: the reopen of an idle-closed store, or the end of a quiesce. */
+  /** What a read or hold waits for outside the queue: an idle-closed store's reopen, or a quiesce's end. */
   #ready(): Promise<void> {
     return this.#asleep ? this.#wake() : this.#gate ?? Promise.resolve()
   }
 
-  /** The value cache follows the budget's share, unless the store was given its size. */
+  /** The value cache and kept key ids follow the share unless the store was given its size (ids are cleared: a view keeps its map). */
   #reshare(share: StoreShare): void {
     if (this.#options.explicit.valueCacheBytes !== undefined) return
     this.#cache.resize(share.valueCacheBytes)
-    // Kept ids count in the share too; cleared, not trimmed: a transaction's view keeps the map it was given.
     const max = Math.floor(share.valueCacheBytes / KEY_ID_BYTES)
     for (const ids of this.#keyIds.values()) if (ids.size > max) ids.clear()
   }
 
   /**
-   * The budget's idle close (BudgetMember.sleep): after what is queued,
-   * when no read, scan, flush or held section is open (it does not wait
-   * for them) and, with `ifActivity`, nothing was read or committed since
-   * the budget looked. The value cache goes too.
+   * The budget's idle close (BudgetMember.sleep), after what is queued; not
+   * while a read, scan, flush or held section is open (it does not wait for
+   * them), nor, with `ifActivity`, after a read or commit since the budget looked.
    */
   #sleep(ifActivity: number | undefined): Promise<boolean> {
-    if (this.#closed || this.#asleep || this.#failed !== undefined) return Promise.resolve(false)
     return this.#serialized(async () => {
       if (this.#closed || this.#asleep || this.#failed !== undefined || this.#activeReads > 0) return false
       if (ifActivity !== undefined && ifActivity !== this.#activity) return false
@@ -534,17 +529,12 @@ export class PartitionStore implements TransactionHost {
     return this.#waking
   }
 
-  /**
-   * In the queue: opens an idle-closed store at the budget's share of the
-   * moment. A failure is kept like a failed reopen after a checkpoint (see
-   * #reopen), and every later call says what happened.
-   */
+  /** In the queue: opens an idle-closed store. */
   async #wakeNow(): Promise<void> {
     if (!this.#asleep) return
     try {
-      if (!this.#closed) await this.#openLevel('after it was closed while idle')
-    } catch {
-      // kept in #failed
+      // A failure is kept in #failed.
+      if (!this.#closed) await this.#openLevel('after it was closed while idle').catch(() => undefined)
     } finally {
       this.#asleep = false
       this.#quiescing = false
@@ -578,16 +568,12 @@ export class PartitionStore implements TransactionHost {
   }
 
   /**
-   * After a quiesce. Never with createIfMissing: had the store's files gone
-   * meanwhile, a new empty store would silently take its place. A failure (a
-   * full disk, a lost directory) is kept, so that every later call says what
-   * happened instead of LevelDB's "Database is not open".
+   * After a quiesce or an idle close, at the budget's share of the moment
+   * (or the explicit sizes). Never with createIfMissing: had the store's
+   * files gone meanwhile, a new empty store would silently take its place. A
+   * failure (a full disk, a lost directory) is kept, so that every later call
+   * says what happened instead of LevelDB's "Database is not open".
    */
-  #reopen(): Promise<void> {
-    return this.#openLevel('after a checkpoint')
-  }
-
-  /** Opens the LevelDB again at the budget's share of the moment (or the explicit sizes). */
   async #openLevel(after: string): Promise<void> {
     const { budget, explicit } = this.#options
     const level: LevelOptions = levelOptionsOf(explicit, budget.share)
@@ -611,9 +597,4 @@ export class PartitionStore implements TransactionHost {
     if (this.#failed !== undefined) return this.#failure()
     return cause as Error
   }
-}
-
-function checkMetaName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`metadata name must be a non-empty string, got ${JSON.stringify(name)}`)
-  return name
 }
