@@ -6,6 +6,13 @@ import { TidemarkError } from '../errors.js'
 /** utf8 by default: see PartitionStore for why. */
 type Level = ClassicLevel<string, string>
 
+/** What a LevelDB is opened with: a store's share of its budget, or its explicit sizes. */
+export interface LevelOptions {
+  cacheSize: number
+  writeBufferSize: number
+  maxOpenFiles: number
+}
+
 /**
  * What a directory that Tidemark may open, fill or delete holds, and the
  * opening of a partition store's LevelDB in one (openStoreDir).
@@ -146,7 +153,7 @@ export function errnoOf(err: unknown): string | undefined {
  * with `create`; a directory Tidemark cannot tell for a store is refused
  * before LevelDB touches it.
  */
-export async function openStoreDir(path: string, options: { cacheSize: number; writeBufferSize: number }, create: boolean): Promise<Level> {
+export async function openStoreDir(path: string, options: LevelOptions, create: boolean): Promise<Level> {
   let dir: StoreDir
   try {
     dir = await inspectStoreDir(path)
@@ -208,10 +215,10 @@ export function levelCause(err: unknown): unknown {
   return e
 }
 
-export async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }, createIfMissing: boolean): Promise<Level> {
+export async function openLevel(path: string, options: LevelOptions, createIfMissing: boolean): Promise<Level> {
   const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   try {
-    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
+    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize, maxOpenFiles: options.maxOpenFiles })
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause
     if (cause?.code === 'LEVEL_LOCKED') {
