@@ -1,9 +1,12 @@
 import { defineConfig } from 'vitest/config'
 
 // `npm run test:package`: packs the package, installs the tarball into a
-// fresh app and runs the README's examples and the `tidemark` command there
-// (test/package/pack.package.ts), and compiles the package's declarations
-// under TypeScript x @types/node versions (test/package/types.package.ts).
+// fresh app (`npm init -y`, `npm pkg set type=module`) and runs the README's
+// examples there, compiled and under Node's type stripping, and the
+// `tidemark` command (test/package/pack.package.ts), and compiles the
+// package's declarations under TypeScript x @types/node versions
+// (test/package/types.package.ts). CI runs it on every Node.js line engines
+// names (.ci/run).
 // Not part of `npm test`: the build and the installs take a minute or more.
 // Needs no services.
 export default defineConfig({

@@ -3,7 +3,9 @@
 // (bench/_figures.ts: bench/results/NAME.json, or BENCH_FIGURES_DIR), so
 // that no figure in the docs is typed by hand: one row per bench with its
 // figures, each target met or **missed** as computed here from those figures,
-// and the command, date, Node version and load average that produced them. A
+// and the command, date, commit (**stale** where the code it measures changed
+// since), Node version and load average that produced them. The rows and
+// targets are in bench-rows.ts. A
 // bench without a figure file is "not measured"; nothing is filled in.
 //
 //   npm run bench -- commit && npm run bench -- restore && … && npm run readme:bench
@@ -15,310 +17,61 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { figure, int, lookup, mb, round, type Figures } from './bench-figures.js'
+import { provenance, type Provenance } from './bench-provenance.js'
+import { ROWS, TARGETS, type Target } from './bench-rows.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 export const START = '<!-- bench:start -->'
 export const END = '<!-- bench:end -->'
 
-export type Figures = Record<string, unknown>
-
-/**
- * A target of an issue, checked against a figure (or a figure divided by
- * another: `per`). The one place where the benchmarks' targets are written.
- */
-export interface Target {
-  field: string
-  per?: string
-  op: '>=' | '<='
-  bound: number
-  issue: number
-}
-
-export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
-  commit: [
-    { field: 'ratio', op: '>=', bound: 0.95, issue: 12 },
-    // Versioned states: all values current vs unversioned; a value one version behind vs a plain read + the upgrade by hand.
-    { field: 'versionedRatio', op: '>=', bound: 0.97, issue: 40 },
-    { field: 'upgradeRatio', op: '>=', bound: 0.9, issue: 40 },
-  ],
-  // Against a plain rebuild into classic-level; `ratio` (a read + JSON.parse that applies nothing) is for information.
-  replay: [{ field: 'applyRatio', op: '>=', bound: 0.9, issue: 30 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 5 }],
-  snapshot: [
-    { field: 'stallMsP99', op: '<=', bound: 100, issue: 3 },
-    { field: 'incrementalUploadBytes', per: 'newTableBytes', op: '<=', bound: 2, issue: 3 },
-    { field: 'uploadMBps', per: 'rawPutMBps', op: '>=', bound: 0.8, issue: 3 },
-    { field: 'peakRssMB', op: '<=', bound: 256, issue: 3 },
-  ],
-  'snapshot-throttled': [{ field: 'stallMsP99', op: '<=', bound: 50, issue: 12 }, { field: 'peakRssMB', op: '<=', bound: 256, issue: 12 }],
-  restore: [
-    { field: 'ratio', op: '<=', bound: 1.1, issue: 12 },
-    { field: 'changelogRatio', op: '>=', bound: 5, issue: 12 },
-    { field: 'peakRssMB', op: '<=', bound: 256, issue: 3 },
-  ],
-  sync: [
-    { field: 'appendRatio1', op: '>=', bound: 0.8, issue: 12 },
-    { field: 'groupRatio4', op: '>=', bound: 2, issue: 12 },
-    { field: 'groupRatio4Processes', op: '>=', bound: 2, issue: 12 },
-    // The same target for processes that relay their appends to the lock holder (FileLogOptions.relay, opt-in).
-    { field: 'groupRatio4ProcessesRelay', op: '>=', bound: 2, issue: 12 },
-  ],
-  partitions: [
-    { field: 'putRatio', op: '>=', bound: 0.8, issue: 12 },
-    { field: 'getRatio', op: '>=', bound: 0.8, issue: 12 },
-    { field: 'peakRssMB', op: '<=', bound: 384, issue: 12 },
-  ],
-  // Against at-least-once (the same records sent after each commit); `emitRatio` and `emitHeldRatio` are for information.
-  outputs: [{ field: 'eoRatio', op: '>=', bound: 0.85, issue: 30 }, { field: 'deliveryRatio', op: '>=', bound: 0.8, issue: 9 }],
-  requests: [
-    { field: 'putClassPerSnapshot', op: '<=', bound: 2, issue: 13 },
-    { field: 'getClassPerSnapshot', op: '<=', bound: 1, issue: 13 },
-    { field: 'listPerSnapshot', op: '<=', bound: 0, issue: 13 },
-    { field: 'snapshotterPutClassPerSnapshot', op: '<=', bound: 2, issue: 30 },
-    { field: 'snapshotterGetClassPerSnapshot', op: '<=', bound: 1, issue: 30 },
-    { field: 'snapshotterListPerSnapshot', op: '<=', bound: 0, issue: 30 },
-    // Renewals per process must not grow with its partitions (MemberLease).
-    { field: 'renewalPutsPerMinutePerProcess100', per: 'renewalPutsPerMinutePerProcess1', op: '<=', bound: 1.5, issue: 28 },
-  ],
-  // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
-  growth: [],
-  // With warm-up on: the sticky minimum moves, nothing else reopened, the new owner downloads little at the move.
-  scaleout: [
-    { field: 'moved', per: 'movedMinimum', op: '<=', bound: 1, issue: 28 },
-    { field: 'stayedReopened', op: '<=', bound: 0, issue: 28 },
-    { field: 'bytesDownloadedAtMove', per: 'movedStateBytes', op: '<=', bound: 0.1, issue: 28 },
-    { field: 'tidemarkGapMsMax', op: '<=', bound: 1000, issue: 28 },
-    { field: 'tidemarkGapMsMaxLarge', per: 'tidemarkGapMsMax', op: '<=', bound: 1.5, issue: 28 },
-  ],
-  failover: [
-    { field: 'tidemarkGapMsMax', op: '<=', bound: 1500, issue: 28 },
-    { field: 'waitedForDeadMs', op: '<=', bound: 0, issue: 28 },
-    { field: 'moved', per: 'movedMinimum', op: '<=', bound: 1, issue: 28 },
-  ],
-  // Medians over interleaved rounds: one round-robin draw depends on kafkajs's random member ids.
-  rolling: [
-    { field: 'partitionsHome', per: 'partitions', op: '>=', bound: 1, issue: 28 },
-    { field: 'bytesDownloaded', per: 'stateBytes', op: '<=', bound: 0.1, issue: 28 },
-    { field: 'lostRatio', op: '<=', bound: 0.1, issue: 28 },
-  ],
-}
-
-/**
- * A figure by name: at the top of the saved result, or, when a bench saved
- * several lines (an array such as `lines` or `results`), in the first of them
- * that has it. Only a finite number counts.
- */
-export function figure(f: Figures, name: string): number | undefined {
-  const found = lookup(f, name)
-  return typeof found === 'number' && Number.isFinite(found) ? found : undefined
-}
-
-function lookup(f: Figures, name: string): unknown {
-  if (name in f) return f[name]
-  for (const v of Object.values(f)) {
-    if (!Array.isArray(v)) continue
-    for (const item of v) if (item !== null && typeof item === 'object' && name in item) return (item as Figures)[name]
-  }
-  return undefined
-}
+export { BENCHES, TARGETS } from './bench-rows.js'
+export { figure, type Figures } from './bench-figures.js'
 
 /** "`ratio` ≥ 0.95: met", "…: **missed**", or "…: not measured" when the figures lack it. */
 function check(f: Figures, t: Target): string {
   const name = t.per === undefined ? `\`${t.field}\`` : `\`${t.field}\` ÷ \`${t.per}\``
-  const text = `${name} ${t.op === '>=' ? '≥' : '≤'} ${t.bound}`
+  const text = `${name} ${t.op === '>=' ? '≥' : t.op === '<=' ? '≤' : '<'} ${t.bound}`
   const value = figure(f, t.field)
   const per = t.per === undefined ? 1 : figure(f, t.per)
   if (value === undefined || per === undefined || per === 0) return `${text}: not measured`
   const x = value / per
-  const met = t.op === '>=' ? x >= t.bound : x <= t.bound
+  const met = t.op === '>=' ? x >= t.bound : t.op === '<=' ? x <= t.bound : x < t.bound
   return `${text}: ${met ? 'met' : '**missed**'}${t.per === undefined ? '' : ` (${round(x, 3)})`}`
 }
 
-const round = (n: number, digits: number): number => Math.round(n * 10 ** digits) / 10 ** digits
-const int = (n: number): string => Math.round(n).toLocaleString('en-US')
-const mb = (bytes: number): string => (bytes >= 1e6 ? `${round(bytes / 1e6, bytes >= 1e8 ? 0 : 1)} MB` : `${round(bytes / 1e3, 1)} kB`)
-
-/** `name` 0.93 (0.90–0.97, 7 rounds): a ratio with its spread when the bench gives one. */
-function ratio(f: Figures, name: string): string | undefined {
-  const r = figure(f, name)
-  if (r === undefined) return undefined
-  const lo = figure(f, `${name}Min`)
-  const hi = figure(f, `${name}Max`)
-  const rounds = figure(f, `${name}Rounds`) ?? (name === 'ratio' ? figure(f, 'rounds') : undefined)
-  const spread = [lo !== undefined && hi !== undefined ? `${lo}–${hi}` : undefined, rounds === undefined ? undefined : `${rounds} rounds`].filter((x) => x !== undefined)
-  return `\`${name}\` ${r}${spread.length > 0 ? ` (${spread.join(', ')})` : ''}`
-}
-
-/** A phrase built from figures: undefined (left out) when one of them is missing. */
-function phrase(f: Figures, names: readonly string[], text: (...xs: number[]) => string): string | undefined {
-  const xs = names.map((n) => figure(f, n))
-  return xs.every((x) => x !== undefined) ? text(...(xs as number[])) : undefined
-}
-
-const clauses = (parts: ReadonlyArray<string | undefined>): string => parts.filter((p) => p !== undefined).join('; ') || 'no known figure in the file'
-
-interface Row {
-  name: string
-  what: string
-  figures: (f: Figures) => string
-}
-
-const ROWS: readonly Row[] = [
-  {
-    name: 'commit',
-    what: 'read-modify-write of counters in batches, one commit per batch, vs the same reads and `db.batch` puts on classic-level; interleaved pairs; the same loop on a versioned state (`versionedRatio`), and reads of values one version behind vs plain reads + the upgrade by hand (`upgradeRatio`)',
-    figures: (f) => clauses([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio'), ratio(f, 'versionedRatio'), ratio(f, 'upgradeRatio')]),
-  },
-  {
-    name: 'replay',
-    what: 'events replayed onto a restored store vs a plain rebuild (the same entries read, parsed and put into classic-level in batches of the replay batch size); vs a plain read + `JSON.parse` for information; interleaved pairs',
-    figures: (f) => clauses([
-      phrase(f, ['applyPerSec', 'applyRawPerSec'], (a, b) => `${int(a)} events/s vs plain rebuild ${int(b)}/s`),
-      ratio(f, 'applyRatio'),
-      phrase(f, ['eventsPerSec', 'rawReadPerSec'], (a, b) => `${int(a)} events/s vs read + parse ${int(b)}/s`),
-      ratio(f, 'ratio'),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
-    ]),
-  },
-  {
-    name: 'snapshot',
-    what: 'a generated store on radosgw: full snapshot, incremental after some keys changed, then snapshots under a write load; vs plain PutObject of the same table files',
-    figures: (f) => clauses([
-      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
-      phrase(f, ['incrementalUploadBytes', 'newTableBytes', 'changedKeys'], (a, b, c) => `incremental ${mb(a)} for ${mb(b)} of new tables after ${int(c)} keys changed`),
-      phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
-      phrase(f, ['uploadMBps', 'rawPutMBps'], (a, b) => `upload ${a} MB/s vs plain puts ${b} MB/s`),
-      ratio(f, 'uploadRatio'),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
-    ]),
-  },
-  {
-    name: 'snapshot-throttled',
-    what: 'the snapshot bench with the snapshot store throttled (`--throttle-mbps`): commits under the write load and memory while uploads are slow',
-    figures: (f) => clauses([
-      phrase(f, ['throttleMBps'], (x) => `throttled to ${x} MiB/s`),
-      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
-      phrase(f, ['stallMsP99'], (x) => `\`stallMsP99\` ${x}`),
-      phrase(f, ['uploadMBps', 'rawPutMBps'], (a, b) => `upload ${a} MB/s vs plain puts ${b} MB/s through the same throttle`),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
-    ]),
-  },
-  {
-    name: 'restore',
-    what: 'the same store restored (SHA-256 checked, fsynced) vs GetObject of the same objects into fsynced files; and rebuilt the way Kafka Streams does (a compacted changelog replayed into a fresh LevelDB)',
-    figures: (f) => clauses([
-      phrase(f, ['stateBytes'], (x) => `state ${mb(x)}`),
-      phrase(f, ['restoreSeconds', 'rawDownloadSeconds'], (a, b) => `${a} s vs raw ${b} s`),
-      ratio(f, 'ratio'),
-      phrase(f, ['changelogSeconds'], (x) => `changelog rebuild ${x} s`),
-      phrase(f, ['changelogRatio'], (x) => `\`changelogRatio\` ${x}`),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
-    ]),
-  },
-  {
-    name: 'sync',
-    what: 'file-log appends with group commit vs a raw loop of `write` + `fdatasync` of the same bytes; 1 writer, 4 writers in one process and in 4 processes (StateSynchronizer rates: [sync.md](sync.md#benchmark))',
-    figures: (f) => clauses([
-      phrase(f, ['perSecond1', 'rawPerSecond'], (a, b) => `1 writer ${int(a)} appends/s vs raw ${int(b)}/s`),
-      ratio(f, 'appendRatio1'),
-      phrase(f, ['perSecond4'], (x) => `4 writers ${int(x)}/s`),
-      ratio(f, 'groupRatio4'),
-      phrase(f, ['perSecond4Processes'], (x) => `4 processes ${int(x)}/s`),
-      ratio(f, 'groupRatio4Processes'),
-      phrase(f, ['perSecond4ProcessesRelay'], (x) => `4 processes with \`relay: true\` ${int(x)}/s`),
-      ratio(f, 'groupRatio4ProcessesRelay'),
-    ]),
-  },
-  {
-    name: 'partitions',
-    what: 'partition stores in one process, snapshot all and restore all on radosgw, vs plain S3 put/get at the same concurrency',
-    figures: (f) => clauses([
-      phrase(f, ['partitions', 'mbPerPartition'], (n, m) => `${n} partitions of ${m} MiB`),
-      phrase(f, ['putMBps', 'rawPutMBps'], (a, b) => `snapshot all ${a} MB/s vs plain puts ${b} MB/s`),
-      ratio(f, 'putRatio'),
-      phrase(f, ['getMBps', 'rawGetMBps'], (a, b) => `restore all ${a} MB/s vs plain gets ${b} MB/s`),
-      ratio(f, 'getRatio'),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
-    ]),
-  },
-  {
-    name: 'outputs',
-    what: 'a word count that emits one record per event through the outbox to Kafka vs the same job sending the same records with a plain kafkajs producer after each commit (at-least-once), every record delivered; vs the same job without emitting, for information; outbox delivery vs a plain kafkajs producer of the same records (Kafka mock)',
-    figures: (f) => clauses([
-      phrase(f, ['eoPerSec', 'eoRawPerSec'], (a, b) => `${int(a)} events/s delivered vs at-least-once ${int(b)}/s`),
-      ratio(f, 'eoRatio'),
-      phrase(f, ['emitPerSec', 'emitRawPerSec'], (a, b) => `${int(a)} events/s vs ${int(b)}/s without emitting`),
-      ratio(f, 'emitRatio'),
-      ratio(f, 'emitHeldRatio'),
-      phrase(f, ['deliveredPerSec', 'deliveryRawPerSec'], (a, b) => `${int(a)} records/s vs ${int(b)}/s`),
-      ratio(f, 'deliveryRatio'),
-    ]),
-  },
-  {
-    name: 'requests',
-    what: 'requests to radosgw by kind per steady-state snapshot, GC run, start and hand-off (costs: [cost.md](cost.md)); per steady-state snapshot of a `Snapshotter` used directly, with no claim',
-    figures: (f) => clauses([
-      phrase(f, ['putClassPerSnapshot', 'getClassPerSnapshot', 'listPerSnapshot'], (p, g, l) => `per snapshot ${p} PUT-class, ${g} GET-class, ${l} LIST`),
-      phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
-      phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
-      phrase(f, ['renewalPutsPerMinutePerProcess1', 'renewalPutsPerMinutePerProcess100', 'renewalPutsPerMinutePerProcess100PerClaim'], (a, b, c) => `renewal PUTs a minute per process by a member lease: ${a} for 1 partition, ${b} for 100 (${c} for 100 with a lease per claim)`),
-    ]),
-  },
-  {
-    name: 'scaleout',
-    what: 'a fourth member joins three that run 12 partitions of 24 MiB (and 4 of 512 MiB), warm-up on, Kafka mock, file-system snapshots',
-    figures: (f) => clauses([
-      phrase(f, ['moved', 'movedMinimum', 'stayedReopened'], (m, n, r) => `${m} moved (minimum ${n}), ${r} others reopened`),
-      phrase(f, ['bytesDownloadedAtMove', 'movedStateBytes'], (a, b) => `${int(a)} bytes downloaded at the move of ${int(b)} bytes of state`),
-      phrase(f, ['tidemarkGapMsMax', 'claimWaitMsMax', 'restoreMsMax'], (g, c, r) => `assignment to first commit ≤ ${int(g)} ms (release wait ${int(c)}, restore ${int(r)})`),
-      phrase(f, ['tidemarkGapMsMaxLarge'], (x) => `${int(x)} ms with 512 MiB partitions`),
-      phrase(f, ['groupGapMsMax', 'partitionSecondsLost'], (g, l) => `with the group's rounds ${int(g)} ms, ${l} partition-seconds without progress`),
-    ]),
-  },
-  {
-    name: 'failover',
-    what: 'SIGKILL of one of 4 members running 12 partitions of 24 MiB, with one standby per partition (and without), Kafka mock, file-system snapshots',
-    figures: (f) => clauses([
-      phrase(f, ['tidemarkGapMsMax', 'waitedForDeadMs'], (g, w) => `assignment to first commit ≤ ${int(g)} ms, ${int(w)} ms waited for the dead`),
-      phrase(f, ['moved', 'movedMinimum', 'bytesDownloaded'], (m, n, b) => `${m} moved (minimum ${n}), ${int(b)} bytes downloaded`),
-      phrase(f, ['detectMsMax'], (x) => `kill to assignment ${int(x)} ms (the group's session timeout)`),
-      phrase(f, ['noStandbysTidemarkGapMsMax', 'noStandbysBytesDownloaded'], (g, b) => `without standbys: assignment to first commit ≤ ${int(g)} ms, ${int(b)} bytes downloaded`),
-    ]),
-  },
-  {
-    name: 'rolling',
-    what: "3 members restarted one after another with their state dirs: `close({ leaveGroup: false })` and the state-aware assignor vs kafkajs's round-robin assignor and a plain close",
-    figures: (f) => clauses([
-      phrase(f, ['partitionsHome', 'partitions'], (h, n) => `${h} of ${n} partitions home`),
-      phrase(f, ['bytesDownloaded', 'stateBytes'], (b, s) => `${int(b)} bytes downloaded of ${int(s)} bytes of state`),
-      phrase(f, ['partitionSecondsLost', 'roundRobinPartitionSecondsLost', 'lostRatio', 'lostRatioRounds'], (a, b, r, n) => `Tidemark's part (while a record waited) ${a} partition-seconds vs ${b} with round-robin (medians of ${n} rounds; median per-round ratio ${r})`),
-      phrase(f, ['partitionSecondsLostToCommit', 'roundRobinPartitionSecondsLostToCommit'], (a, b) => `from each assignment to the next commit ${a} vs ${b}`),
-      phrase(f, ['groupPartitionSecondsLost', 'roundRobinGroupPartitionSecondsLost'], (a, b) => `with the group's rounds ${a} vs ${b}`),
-    ]),
-  },
-  {
-    name: 'growth',
-    what: 'full snapshot and restore at several state sizes; incremental upload against keys changed (table below)',
-    figures: (f) => {
-      const points = Array.isArray(f.points) ? (f.points as Figures[]) : []
-      const sizes = points.filter((p) => p.series === 'size').map((p) => `${String(p.mb)} MiB`)
-      const steps = points.filter((p) => p.series === 'incremental').map((p) => `${String(p.changedPercent)} %`)
-      return clauses([sizes.length > 0 ? `sizes ${sizes.join(', ')}` : undefined, steps.length > 0 ? `keys changed ${steps.join(', ')}` : undefined])
-    },
-  },
-]
 
 function loadText(f: Figures): string {
   const load = lookup(f, 'loadAvg') ?? lookup(f, 'loadAvgAtStart')
   return Array.isArray(load) && load.every((x) => typeof x === 'number') ? (load as number[]).join(' / ') : 'not recorded'
 }
 
-/** The command, date, Node version and load average at start of a figure file. */
-function measured(f: Figures): string {
+/** Where a figure file stands in git, as a cell's words: its commit, and **stale** with the commit that made it so. */
+function provenanceText(p: Provenance | undefined): string {
+  if (p === undefined) return 'commit not recorded'
+  const at = p.commit === undefined ? 'commit not recorded' : `at ${p.commit}${p.dirty ? ' with uncommitted changes' : ''}`
+  if (p.unknown !== undefined) return `${at}; staleness unknown: ${p.unknown}`
+  return p.staleBy === undefined ? at : `${at}; **stale**: ${p.staleBy.commit} changed ${p.staleBy.file} since`
+}
+
+/** The command, date, commit, Node version and load average at start of a figure file. */
+function measured(f: Figures, p: Provenance | undefined): string {
   const date = typeof f.date === 'string' ? `${f.date.slice(0, 16).replace('T', ' ')} UTC` : 'date not recorded'
   const node = typeof f.node === 'string' ? `Node ${f.node}` : 'Node version not recorded'
   const command = typeof f.command === 'string' ? `\`${f.command}\`` : 'command not recorded'
-  return `${command}, ${date}, ${node}, load average at start ${loadText(f)}`
+  return `${command}, ${date}, ${provenanceText(p)}, ${node}, load average at start ${loadText(f)}`
 }
+
+/** Tells the provenance of a bench's figure file; undefined when nothing is known. */
+export type ProvenanceOf = (name: string, f: Figures, measures: readonly string[]) => Provenance | undefined
+
+/**
+ * Provenance from this repository's git: the commit a figure file records,
+ * or, for the files in bench/results saved before benches recorded it, the
+ * commit that last wrote the file.
+ */
+export const repoProvenance = (inResults: boolean): ProvenanceOf => (name, f, measures) =>
+  typeof f.commit === 'string' || inResults ? provenance(ROOT, name, f, measures) : undefined
 
 const cell = (s: string): string => s.replaceAll('|', '\\|').replaceAll('\n', ' ')
 
@@ -333,7 +86,7 @@ function growthTable(g: Figures | undefined): string[] {
     return x === undefined ? '—' : text(x)
   }
   const load = (p: Figures): string => (Array.isArray(p.loadAvg) ? (p.loadAvg as number[]).join(' / ') : '—')
-  const lines = [`**How cost grows** (${measured(g)}):`, '']
+  const lines = [`**How cost grows** (${measured(g, undefined).replace(/, commit not recorded/, '')}):`, '']
   if (size.length === 0) lines.push('Full snapshot and restore by size: not measured.')
   else {
     lines.push(
@@ -354,19 +107,20 @@ function growthTable(g: Figures | undefined): string[] {
   return lines
 }
 
+
 /** The block, markers included, from the figure files found in `dir` (missing ones: "not measured"). */
-export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>): string {
+export function renderBenchBlock(figuresByBench: ReadonlyMap<string, Figures>, provenanceOf: ProvenanceOf = () => undefined): string {
   const rows = ROWS.map((row) => {
     const f = figuresByBench.get(row.name)
     const targets = TARGETS[row.name] ?? []
     if (f === undefined) {
       return [`\`${row.name}\``, row.what, 'not measured', targets.map((x) => check({}, x)).join('; ') || '—', '—']
     }
-    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x)).join('; ') || '—', measured(f)]
+    return [`\`${row.name}\``, row.what, row.figures(f), targets.map((x) => check(f, x)).join('; ') || '—', measured(f, provenanceOf(row.name, f, row.measures))]
   })
   return [
     START,
-    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/`; targets set in the script, met or **missed** as computed from these figures.',
+    'Written by `npm run readme:bench` (scripts/readme-bench.ts) from the figure files that `npm run bench -- NAME` saves in `bench/results/` (`npm run bench:all` runs every bench, then this); targets set in the script, met or **missed** as computed from these figures. A figure is **stale** when a commit after the one it was measured at changed the code it measures (its bench files and the layers named in the script), as git tells: rerun that bench before trusting it.',
     '',
     '| bench | what | figures | target | measured |',
     '| --- | --- | --- | --- | --- |',
@@ -433,7 +187,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const requests = values.requests ?? process.env.TIDEMARK_REQUESTS_FILE
   try {
     const figures = readFigures(dir, requests === undefined ? {} : { requests })
-    writeFileSync(docPath, replaceBenchBlock(readFileSync(docPath, 'utf8'), renderBenchBlock(figures)))
+    const inResults = resolve(dir) === join(ROOT, 'bench', 'results')
+    writeFileSync(docPath, replaceBenchBlock(readFileSync(docPath, 'utf8'), renderBenchBlock(figures, repoProvenance(inResults))))
     const missing = ROWS.map((r) => r.name).filter((n) => !figures.has(n))
     console.log(`${docPath}: bench table from ${dir} (${[...figures.keys()].join(', ') || 'no figure file'}${missing.length > 0 ? `; not measured: ${missing.join(', ')}` : ''})`)
   } catch (err) {

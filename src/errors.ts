@@ -35,7 +35,8 @@ export const ERROR_CODES = {
   TIDEMARK_DFS_CLOSED: { retriable: false, summary: 'the snapshot store was closed' },
   TIDEMARK_DFS_STORE_NOT_FOUND: { retriable: false, summary: 'a snapshot store opened to be read (openSnapshotStore with mustExist, the tidemark command) is not there: its file:// root does not exist or is not a directory' },
   TIDEMARK_DFS_CLIENT_MISSING: { retriable: false, summary: 'an s3:// snapshot store was opened but @aws-sdk/client-s3, an optional peer dependency, is not installed (npm install @aws-sdk/client-s3)' },
-  TIDEMARK_KAFKA_CLIENT_MISSING: { retriable: false, summary: 'tidemark replay was given brokers (--brokers, --output-brokers) but kafkajs, an optional peer dependency, is not installed (npm install kafkajs)' },
+  TIDEMARK_KAFKA_CLIENT_MISSING: { retriable: false, summary: 'tidemark/kafka was loaded (import or require, or tidemark replay given --brokers or --output-brokers) but kafkajs, an optional peer dependency, is not installed (npm install kafkajs)' },
+  TIDEMARK_PROMETHEUS_CLIENT_MISSING: { retriable: false, summary: 'tidemark/prometheus was loaded but prom-client, an optional peer dependency, is not installed (npm install prom-client)' },
   // log/
   TIDEMARK_LOG_CORRUPT: { retriable: false, summary: 'a log record fails its checksum or framing; details.revision names it' },
   TIDEMARK_LOG_NOT_FOUND: { retriable: false, summary: 'a file log opened to be read or appended to by the tidemark command is not there: the path is missing, not a directory, or a directory that holds no log segment' },

@@ -1,4 +1,5 @@
-import { AssignerProtocol, type Consumer, type EachBatchPayload, type IHeaders, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs'
+import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage, PartitionAssigner } from 'kafkajs'
+import { AssignerProtocol } from './kafkajs.js'
 import { TidemarkError, isTidemarkError } from '../../src/errors.js'
 import type { LogEntry } from '../../src/log/index.js'
 import { RecordEffectRule, type RecordMeta } from './record-effect.js'

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { Kafka, Partitioners, logLevel, type Admin, type IHeaders, type Producer } from 'kafkajs'
+import type { Admin, IHeaders, Producer } from 'kafkajs'
+import { Kafka, Partitioners, logLevel } from './kafkajs.js'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import './kafkajs-fixes.js'
 import { TidemarkError } from '../../src/errors.js'

@@ -1,5 +1,5 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from './prom-client.js'
 import { METRICS_CHANNELS, OWNERSHIP_EVENTS, RESTORE_SOURCES, SNAPSHOT_FAILURE_CODES, SNAPSHOT_OUTCOMES, type CommitMessage, type LagMessage, type OutboxMessage, type OwnershipMessage, type PartitionLabels, type PartitionMessage, type ReplayMessage, type RestoreMessage, type SnapshotLabels, type SnapshotMessage } from '../../src/metrics/index.js'
 import { describeValue } from '../../src/util/index.js'
 
@@ -87,6 +87,7 @@ export class PrometheusMetrics {
     const stallSeconds = new Histogram({ name: name('snapshot_stall_seconds'), help: 'How long a snapshot\'s checkpoint blocked commits.', labelNames: SNAPSHOT, buckets: [...buckets.stallSeconds], registers: reg })
     const uploaded = new Counter({ name: name('snapshot_uploaded_bytes_total'), help: 'Bytes written to the snapshot store by successful snapshots (new data objects and manifests).', labelNames: SNAPSHOT, registers: reg })
     const stateBytes = new Gauge({ name: name('snapshot_state_bytes'), help: 'Size of the state the last successful snapshot holds.', labelNames: SNAPSHOT, registers: reg })
+    const snapshotTime = new Gauge({ name: name('snapshot_timestamp_seconds'), help: 'When the last successful snapshot ended (Unix time): time() minus it is the age of the newest snapshot.', labelNames: SNAPSHOT, registers: reg })
     const snapshotOffset = new Gauge({ name: name('snapshot_offset'), help: 'The position of the last successful snapshot: a restore replays after it.', labelNames: SNAPSHOT, registers: reg })
 
     const restores = new Counter({ name: name('restores_total'), help: 'Restores finished, by where the state came from (snapshot, local, empty).', labelNames: [...SNAPSHOT, 'source'], registers: reg })
@@ -97,7 +98,7 @@ export class PrometheusMetrics {
     const replayDone = new Gauge({ name: name('replay_events'), help: 'Events the current (or last) replay after a start applied so far.', labelNames: PARTITION, registers: reg })
     const replaySize = new Gauge({ name: name('replay_size_events'), help: 'Events the current (or last) replay covers.', labelNames: PARTITION, registers: reg })
 
-    const ownership = new Counter({ name: name('ownership_events_total'), help: 'Claim and fencing events: acquired, renew-failed, lost, fenced, release-failed.', labelNames: [...SNAPSHOT, 'event'], registers: reg })
+    const ownership = new Counter({ name: name('ownership_events_total'), help: 'Claim and fencing events: acquired, holder-dead, renew-failed, lost, fenced, release-failed.', labelNames: [...SNAPSHOT, 'event'], registers: reg })
     const outbox = new Gauge({ name: name('outbox_depth'), help: 'Outputs committed in the outbox and not yet delivered.', labelNames: PARTITION, registers: reg })
 
     const startPartition = (l: Record<(typeof PARTITION)[number], string>): void => {
@@ -157,6 +158,7 @@ export class PrometheusMetrics {
       stallSeconds.observe(l, m.stallMs / 1000)
       uploaded.inc(l, m.bytesUploaded)
       stateBytes.set(l, m.bytesTotal)
+      snapshotTime.set(l, Date.now() / 1000)
       if (m.offset !== undefined) snapshotOffset.set(l, Number(m.offset))
     })
     this.#on<RestoreMessage>(METRICS_CHANNELS.restore, (m) => {

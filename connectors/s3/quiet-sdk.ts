@@ -5,9 +5,10 @@ const SWITCH = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'
  * NodeVersionSupportWarning. From 3.9xx on, the SDK's client constructor
  * (getRuntimeConfig, through @aws-sdk/core's emitWarningIfUnsupportedVersion)
  * prints a six-line warning on Node.js below 22 that its future versions will
- * need Node 22. Tidemark supports Node 20.19+ with the SDK version it tests, so
- * the warning tells a Tidemark user nothing they can act on, in every program
- * and every `tidemark` run.
+ * need Node 22. Tidemark's engines no longer include 20 (so on the lines it
+ * promises this does nothing), but it ran there with the SDK version it tests,
+ * and for a user still on 20 the warning would come in every program and
+ * every `tidemark` run.
  *
  * The SDK's own switch is the environment variable above, read only by that
  * function. It is set only for the constructor's duration and restored after,

@@ -10,11 +10,15 @@
  * demo saw the first owner die) and restores the newest snapshot and replays the log,
  * and checks the final state against a recomputation that shares no code
  * with the processor.
+ *
+ * Ctrl-C (SIGINT) or SIGTERM stops it where it is: the running worker is
+ * killed, the working directory removed (unless --keep), and the demo says
+ * it was interrupted and exits with 128 + the signal's number (130 for Ctrl-C).
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { constants, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
@@ -25,7 +29,7 @@ import { ensureBucket, openSource, type DemoTarget } from './source.js'
 
 const USAGE = `usage: npm start -- [--events N] [--keep] [--kafka BROKERS] [--s3 URL]
   --events N       events to generate, at least 10000 (default 200000)
-  --keep           keep the working directory (printed at the start)
+  --keep           keep the working directory (printed at the start; else removed at the end or on Ctrl-C)
   --kafka BROKERS  Kafka bootstrap brokers (host:port,...) instead of the embedded file log
   --s3 URL         an s3:// snapshot store URL instead of the file-system store
   -h, --help       this text`
@@ -93,17 +97,32 @@ const target: DemoTarget = {
   ...(options.s3 === undefined ? {} : { s3: options.s3.includes('?') ? options.s3.replace('?', `/${randomBytes(4).toString('hex')}?`) : `${options.s3}/${randomBytes(4).toString('hex')}` }),
 }
 
+/** Ctrl-C or SIGTERM: the demo stops at its next step and cleans up (the `finally` below). */
+class Interrupted extends Error {
+  constructor(readonly signal: NodeJS.Signals) {
+    super(`interrupted by ${signal}`)
+  }
+}
+const interruption = new AbortController()
+// once: a second Ctrl-C ends the process at once, as without a handler.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => interruption.abort(new Interrupted(signal)))
+const checkInterrupted = (): void => interruption.signal.throwIfAborted()
+
 /** A line the worker printed, and when the supervisor read it (ms, performance.now()). */
 type Line = Record<string, unknown> & { type: string; readAt: number }
 
 /** Runs an owner; SIGKILLs it once it has committed past killAfter (if given). */
-async function runOwner(storePath: string, takeover: 'if-expired' | 'force', killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
+async function runOwner(name: string, storePath: string, takeover: 'if-expired' | 'force', killAfter?: number): Promise<{ lines: Line[]; killed: boolean }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'worker.ts'), JSON.stringify(target), storePath, takeover], { stdio: ['ignore', 'pipe', 'inherit'] })
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  // The directory goes only once the worker is gone: it writes there.
+  const stop = (): void => { child.kill('SIGKILL') }
+  interruption.signal.addEventListener('abort', stop, { once: true })
   const lines: Line[] = []
   for await (const text of createInterface({ input: child.stdout })) {
     const line = { ...(JSON.parse(text) as Record<string, unknown>), readAt: performance.now() } as Line
     lines.push(line)
+    if (line.type === 'started') console.log(`${name}: started (${String(line.source)} state), processing the log`)
     // The kill waits for a first snapshot, so that the next owner has one to restore.
     if (killAfter !== undefined && line.type === 'commit' && (line.offset as number) >= killAfter && lines.some((l) => l.type === 'snapshot')) {
       child.kill('SIGKILL')
@@ -111,6 +130,10 @@ async function runOwner(storePath: string, takeover: 'if-expired' | 'force', kil
     }
   }
   const { code, signal } = await exit
+  interruption.signal.removeEventListener('abort', stop)
+  checkInterrupted()
+  // A Ctrl-C in a terminal reaches the worker too (one process group), maybe before this process.
+  if (signal === 'SIGINT' || signal === 'SIGTERM') throw new Interrupted(signal)
   if (signal !== 'SIGKILL' && code !== 0) throw new Error(`worker exited with code ${code}, signal ${signal}`)
   return { lines, killed: signal === 'SIGKILL' }
 }
@@ -119,19 +142,25 @@ const of = (lines: Line[], type: string): Line[] => lines.filter((l) => l.type =
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(2)} MB`
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`
 
+let interrupted: Interrupted | undefined
 try {
   const t0 = performance.now()
   console.log(`working directory: ${dir}${options.keep ? ' (kept: --keep)' : ''}`)
   console.log(`generating ${total} events (offsets 0 to ${total - 1}) into the ${target.kafka === undefined ? 'embedded file log' : `Kafka topic ${target.topic}`}: sales of keys user-00000 to user-${String(KEYS - 1).padStart(5, '0')}, to be summed per key`)
   await ensureBucket(target)
+  checkInterrupted()
   const log = await openSource(target)
-  for (let i = 0; i < total; i += 5000) {
-    await Promise.all(Array.from({ length: Math.min(5000, total - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(demoEvent(i + j))))))
+  try {
+    for (let i = 0; i < total; i += 5000) {
+      checkInterrupted()
+      await Promise.all(Array.from({ length: Math.min(5000, total - i) }, (_, j) => log.append(Buffer.from(JSON.stringify(demoEvent(i + j))))))
+    }
+  } finally {
+    await log.close()
   }
-  await log.close()
 
   const killAt = Math.floor(total * (0.3 + Math.random() * 0.5))
-  const first = await runOwner(join(dir, 'owner-1'), 'if-expired', killAt)
+  const first = await runOwner('owner 1', join(dir, 'owner-1'), 'if-expired', killAt)
   const lastCommit = of(first.lines, 'commit').at(-1)?.offset as number
   const firstSnapshots = of(first.lines, 'snapshot')
   const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
@@ -142,7 +171,7 @@ try {
 
   // Owner 1's claim on the partition is still live (its lease runs on after
   // the SIGKILL); this supervisor saw it die, so owner 2 takes over by force.
-  const second = await runOwner(join(dir, 'owner-2'), 'force')
+  const second = await runOwner('owner 2', join(dir, 'owner-2'), 'force')
   const started = of(second.lines, 'started')[0]!
   console.log(`owner 2: took over the partition's claim by force from the killed owner 1, whose lease had not run out (claim epoch ${of(first.lines, 'started')[0]?.epoch} -> ${started.epoch}: owner 1 can no longer write snapshots)`)
   const caughtUp = of(second.lines, 'caught-up')[0]!
@@ -156,6 +185,7 @@ try {
   const processed = caughtUp.events as number
   console.log(`owner 2: processed offsets ${restoredOffset + 1} to ${caughtUp.offset} (${processed} events): ${again} that owner 1 had processed after the snapshot (its store was lost with it), then ${processed - again} new ones`)
 
+  checkInterrupted()
   // The recomputation: a plain fold of the event stream, no Tidemark code.
   const expected = new Map<string, number>()
   for (let i = 0; i < total; i++) {
@@ -213,6 +243,13 @@ try {
   } else {
     console.log('verified')
   }
+} catch (err) {
+  if (!(err instanceof Interrupted)) throw err
+  interrupted = err
 } finally {
   if (!options.keep) rmSync(dir, { recursive: true, force: true })
+}
+if (interrupted !== undefined) {
+  process.stderr.write(`demo: interrupted by ${interrupted.signal}; ${options.keep ? `kept ${dir} (--keep)` : `removed ${dir}`}\n`)
+  process.exitCode = 128 + constants.signals[interrupted.signal]
 }

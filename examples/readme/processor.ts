@@ -8,7 +8,7 @@
 // #region readme
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { PartitionProcessor, openFileLog, openSnapshotStore, valueState } from 'tidemark'
+import { PartitionProcessor, isTidemarkError, openFileLog, openSnapshotStore, valueState } from 'tidemark'
 
 const totals = valueState<number>('totals')
 const log = await openFileLog(resolve('data/sales-log'))       // or openKafkaLog() from 'tidemark/kafka'
@@ -37,7 +37,12 @@ processor.on('snapshot-failed', (error) => console.error('snapshot failed:', err
 const stop = new AbortController()
 process.once('SIGTERM', () => stop.abort())                    // an orchestrator stops the process
 process.once('SIGINT', () => stop.abort())                     // Ctrl-C
-await processor.start()            // local store if intact and not behind, else newest usable snapshot, else empty
+try {
+  await processor.start()          // local store if intact and not behind, else newest usable snapshot, else empty
+} catch (error) {                  // TIDEMARK_OWNERSHIP_CONFLICT: another live process holds the partition
+  console.error(isTidemarkError(error) ? `${error.code}: ${error.message}` : error)
+  process.exit(1)
+}
 try {
   await processor.run(stop.signal) // replay, then live processing; snapshots on the schedule
 } finally {

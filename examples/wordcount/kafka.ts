@@ -19,6 +19,8 @@ export interface KafkaArgs {
   store: string
   produce: number
   idleExit: boolean
+  /** Print the lines applied per partition this often (ms), when any were; 0: never. */
+  progressMs: number
 }
 
 export async function runKafka(a: KafkaArgs): Promise<void> {
@@ -68,12 +70,34 @@ export async function runKafka(a: KafkaArgs): Promise<void> {
   c.on('partition-failed', (f) => console.error(`partition ${f.topic}/${f.partition} stopped: ${String(f.error)}`))
   c.on('outputs', ({ topic, partition, event }) => { if (event.type === 'outbox-full' || event.type === 'delivery-failed') console.error(`partition ${topic}/${partition}: ${event.type}`) })
 
+  // Now and then, what each partition applied since the last look: a member
+  // at work says so, not only at a rebalance or a close.
+  const seen = new Map<string, number>()
+  const progress = a.progressMs > 0 ? setInterval(() => {
+    const moved: string[] = []
+    for (const p of c.partitions()) {
+      const key = `${p.topic}/${p.partition}`
+      const delta = p.counts.applied - (seen.get(key) ?? 0)
+      seen.set(key, p.counts.applied)
+      if (delta > 0) moved.push(`${key} +${delta} (at offset ${p.position})`)
+    }
+    if (moved.length > 0) console.log(`applied: ${moved.join(', ')}`)
+  }, a.progressMs) : undefined
+  progress?.unref()
+
   let closing: Promise<void> | undefined
   const close = (why: string): Promise<void> => {
     closing ??= (async () => {
+      clearInterval(progress)
       console.log(`${why}: handing off`)
       const { partitions } = await c.close()
       await sink.close()
+      // Offsets count from 0 in a fresh topic: a partition at offset N holds
+      // N + 1 records, each applied once, whoever applied them (also a
+      // member that was SIGKILLed, whose own counts died with it).
+      const held = partitions.filter((p) => p.position !== undefined).sort((x, y) => x.topic.localeCompare(y.topic) || x.partition - y.partition)
+      const total = held.reduce((sum, p) => sum + p.position! + 1n, 0n)
+      if (held.length > 0) console.log(`positions: ${held.map((p) => `${p.topic}/${p.partition} ${p.position}`).join(', ')}: these partitions hold ${total} ${unit}`)
       console.log(`closed: ${partitions.length} partitions handed off, ${c.counts().applied} ${unit} applied by this process`)
     })()
     return closing

@@ -41,7 +41,8 @@ const USAGE = `usage: node --import tsx examples/wordcount/main.ts (--brokers ho
   --store URL        with --brokers: the snapshot store every member shares, file:// or s3:// (required)
   --embedded DIR     run on the embedded file log in DIR (lines, topics, state, snapshots): no Kafka, no S3
   --produce N        first produce N lines of words
-  --idle-exit        close and exit once caught up, printing the totals (for scripts)`
+  --idle-exit        close and exit once caught up, printing the totals (for scripts)
+  --progress-ms N    with --brokers: print the lines applied per partition every N ms when any were (default 5000; 0: never)`
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -56,6 +57,7 @@ async function main(): Promise<void> {
       store: { type: 'string' },
       produce: { type: 'string' },
       'idle-exit': { type: 'boolean', default: false },
+      'progress-ms': { type: 'string', default: '5000' },
       help: { type: 'boolean', default: false },
     },
   })
@@ -67,6 +69,8 @@ async function main(): Promise<void> {
   if (stage !== 'count' && stage !== 'sum') throw new UsageError(`--stage must be count or sum, got ${JSON.stringify(stage)}`)
   const produce = values.produce === undefined ? 0 : Number(values.produce)
   if (!Number.isSafeInteger(produce) || produce < 0) throw new UsageError(`--produce must be a non-negative integer, got ${JSON.stringify(values.produce)}`)
+  const progressMs = Number(values['progress-ms'])
+  if (!Number.isSafeInteger(progressMs) || progressMs < 0 || progressMs > 2 ** 31 - 1) throw new UsageError(`--progress-ms must be an integer from 0 to ${2 ** 31 - 1}, got ${JSON.stringify(values['progress-ms'])}`)
   if ((values.brokers === undefined) === (values.embedded === undefined)) throw new UsageError('give one of --brokers and --embedded')
   if (values.embedded !== undefined) {
     await runEmbedded({ stage, dir: values.embedded, job: values.job, countsTopic: values['counts-topic'], produce, idleExit: values['idle-exit'] })
@@ -76,7 +80,7 @@ async function main(): Promise<void> {
   if (values.store === undefined) throw new UsageError('--store is required with --brokers: the snapshot store (file:// or s3://) every member of the group shares; a fresh one for a fresh topic')
   await runKafka({
     stage, brokers: values.brokers!.split(','), topic: values.topic, countsTopic: values['counts-topic'], job: values.job,
-    state: values.state, store: values.store, produce, idleExit: values['idle-exit'],
+    state: values.state, store: values.store, produce, idleExit: values['idle-exit'], progressMs,
   })
 }
 

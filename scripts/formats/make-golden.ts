@@ -43,6 +43,8 @@ import {
 } from '../../test/formats/samples.js'
 
 const OWNER: ClaimOwner = { id: '0123456789abcdef', name: 'golden', host: 'golden-host', pid: 4242 }
+/** The owner with its process identity on a Linux host (the fields a holder proven dead is taken by). */
+const OWNER_PROCESS: ClaimOwner = { ...OWNER, bootId: '6f1d1e43-7b8a-4c53-9b1e-2a4f4c0e9d17', pidNamespace: 'pid:[4026531836]', startTime: 1234567 }
 const CREATED_AT = new Date(CLOCK_MS).toISOString()
 const DATA_TOKEN = '00000000'
 const WRITER_ID = '00000000c0de'
@@ -65,6 +67,7 @@ async function main(): Promise<void> {
     await outputLogSample(work, join(out, 'output-log'))
     await partitionStoreSample(join(out, 'partition-store'))
     await heldClaimSample(work, join(out, 'claim-held.json'))
+    await heldClaimSample(work, join(out, 'claim-process.json'), OWNER_PROCESS)
     await replayRecordSample(join(out, 'snapshot-store'))
 
     // What today's code reads from each sample, recorded beside it.
@@ -131,10 +134,10 @@ async function snapshotStoreSample(work: string, root: string): Promise<void> {
 }
 
 /** The claim's owner as fixed values, written back with serializeClaim. */
-async function fixClaim(path: string, job: string, partition: string): Promise<void> {
+async function fixClaim(path: string, job: string, partition: string, owner = OWNER): Promise<void> {
   const parsed = parseClaim(await readFile(path), job, partition)
   if (!('record' in parsed)) throw new Error(`${path}: ${parsed.problem}`)
-  await writeFile(path, serializeClaim({ ...parsed.record, owner: OWNER }))
+  await writeFile(path, serializeClaim({ ...parsed.record, owner }))
 }
 
 /**
@@ -243,14 +246,15 @@ async function partitionStoreSample(path: string): Promise<void> {
 }
 
 /** A claim with a lease, of a consumer group's generation, renewed once. */
-async function heldClaimSample(work: string, file: string): Promise<void> {
+async function heldClaimSample(work: string, file: string, owner = OWNER): Promise<void> {
+  await rm(join(work, 'claims'), { recursive: true, force: true })
   const store = new FsSnapshotStore({ root: join(work, 'claims') })
   let now = CLOCK_MS
   const claim = await acquireClaim({ store, job: JOB, partition: 1, owner: OWNER.name, leaseMs: 30_000, generation: 7, minEpoch: 4, clock: () => now })
   now += 10_000
   await claim.renew()
   const key = new SnapshotLayout(JOB, 1).claimKey
-  await fixClaim(join(work, 'claims', key), JOB, '1')
+  await fixClaim(join(work, 'claims', key), JOB, '1', owner)
   await cp(join(work, 'claims', key), file)
 }
 

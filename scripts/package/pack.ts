@@ -8,7 +8,7 @@
  * use is touched.
  */
 import { execFile } from 'node:child_process'
-import { cp, lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { cp, lstat, mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 
@@ -41,12 +41,16 @@ export async function tarballFiles(tarball: string): Promise<string[]> {
 }
 
 /**
- * A fresh app (`"type": "module"`) in `dir` with the given packages
- * installed; from npm's cache when it holds them (--prefer-offline).
+ * A fresh app in `dir` made as the README tells a new user: `npm init -y`
+ * (npm 11 writes `"type": "commonjs"`), then the README's one step for its
+ * examples, `npm pkg set type=module`; then the given packages installed,
+ * from npm's cache when it holds them (--prefer-offline). `dir`'s name
+ * becomes the package's: lower case, no spaces.
  */
 export async function installApp(dir: string, specs: string[]): Promise<void> {
   await mkdir(dir, { recursive: true })
-  await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'tidemark-user-app', version: '1.0.0', private: true, type: 'module' }, null, 2))
+  await run('npm', ['init', '-y'], { cwd: dir })
+  await run('npm', ['pkg', 'set', 'type=module'], { cwd: dir })
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...specs], { cwd: dir, maxBuffer: 16 << 20 })
 }
 

@@ -4,10 +4,12 @@
  * a failure, and how data is printed (text for people, --json for programs).
  */
 import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { openSnapshotStore } from '../snapshot-store/open.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SNAPSHOT_ID, SnapshotLayout } from '../snapshot/layout.js'
+import { didYouMean } from './suggest.js'
 
 /** Where main() writes and reads; process by default, captured by tests. */
 export interface CliIO {
@@ -50,7 +52,11 @@ const COMMON = { help: { type: 'boolean', short: 'h' } } as const
 export const JSON_OPTION = { json: { type: 'boolean' } } as const
 
 /** Options of commands that read a partition's snapshots. */
-export const PARTITION_OPTIONS = { job: { type: 'string' }, partition: { type: 'string' }, region: { type: 'string' } } as const
+export const PARTITION_OPTIONS = {
+  job: { type: 'string' }, partition: { type: 'string' }, region: { type: 'string' },
+  // Taken only to be refused with the one name of a consumer group's partition (layoutOf).
+  topic: { type: 'string' },
+} as const
 
 /**
  * util.parseArgs with the command's options plus --help; any parse failure
@@ -92,6 +98,23 @@ export function pathArg(value: string | undefined, name: string): string {
   return resolve(need(value, name))
 }
 
+/** A URL (file:, s3:) rather than a path: a scheme of two or more letters. */
+export const URL_ARG = /^[a-z][a-z0-9+.-]+:/i
+
+/**
+ * A snapshot store argument: a URL (file:///abs/path, s3://bucket/prefix) as
+ * given, or a directory path, resolved against the working directory as every
+ * path argument is, as its file:// URL.
+ */
+export function snapshotStoreArg(value: string | undefined, name = '<snapshot-store-url>'): string {
+  return storeUrlOf(need(value, name))
+}
+
+/** A snapshot store argument that is not empty, as a URL: a path becomes its file:// URL. */
+export function storeUrlOf(text: string): string {
+  return URL_ARG.test(text) ? text : pathToFileURL(resolve(text)).href
+}
+
 /** A snapshot id argument (`0000000001-000000000042`), checked here so that a malformed one is a usage error. */
 export function snapshotIdArg(value: string | undefined, name: string): string {
   const id = need(value, name)
@@ -116,13 +139,43 @@ export function bigintOf(value: string, name: string): bigint {
 }
 
 /**
- * The layout of --job and --partition; checked before anything is opened, so
- * a bad name is a usage error. Partitions are numbers, as the runtimes write
- * them (`007` is partition 7).
+ * A partition as the snapshot store names it, and as `tidemark jobs` lists
+ * it: a PartitionProcessor's partition number (`007` is 7), or a
+ * StatefulConsumer's `<topic>-<partition>` (connectors/kafka/consumer's
+ * partitionKey: `orders-3`; `orders-03` is that too), the topic a legal
+ * Kafka topic name. Anything else, a path segment (`../x`) among them, is a
+ * usage error.
  */
-export function layoutOf(values: { job?: string | undefined; partition?: string | undefined }): SnapshotLayout {
+export function partitionArg(value: string | undefined, name = '--partition'): string {
+  const text = need(value, name)
+  const named = partitionName(text)
+  if (named === undefined) throw new UsageError(`${name} must be a partition as \`tidemark jobs\` lists it: a number (0), or a consumer group's <topic>-<partition> (orders-3), got ${JSON.stringify(text)}`)
+  return named
+}
+
+function partitionName(text: string): string | undefined {
+  if (/^\d+$/.test(text)) return Number.isSafeInteger(Number(text)) ? String(Number(text)) : undefined
+  const keyed = /^([A-Za-z0-9._-]{1,249})-(\d+)$/.exec(text)
+  if (keyed === null || keyed[1] === '.' || keyed[1] === '..' || !Number.isSafeInteger(Number(keyed[2]))) return undefined
+  return `${keyed[1]}-${Number(keyed[2])}`
+}
+
+/**
+ * The layout of --job and --partition; checked before anything is opened, so
+ * a bad name is a usage error. A consumer group's partition has one name,
+ * `--partition orders-3`, as in the store, the claim and `tidemark jobs`:
+ * --topic next to it is refused with that name (where a command takes
+ * --topic, for a source log, the caller leaves it out of `values`).
+ */
+export function layoutOf(values: { job?: string | undefined; partition?: string | undefined; topic?: string | undefined }): SnapshotLayout {
   const job = need(values.job, '--job')
-  const partition = String(int(need(values.partition, '--partition'), '--partition', 0, 0))
+  const partition = partitionArg(values.partition)
+  if (values.topic !== undefined) {
+    const joined = /^\d+$/.test(partition) ? partitionName(`${values.topic}-${partition}`) : undefined
+    throw new UsageError(joined !== undefined
+      ? `--topic ${JSON.stringify(values.topic)} --partition ${partition}: a consumer group's partition is named as \`tidemark jobs\` lists it, in one option: --partition ${joined}`
+      : `--topic is not an option here: a consumer group's partition is named as \`tidemark jobs\` lists it, in one option (--partition orders-3)`)
+  }
   try {
     return new SnapshotLayout(job, partition)
   } catch (err) {
@@ -233,7 +286,7 @@ export function group(name: string, usage: string, subcommands: Record<string, (
         throw new UsageError(`missing subcommand: ${Object.keys(subcommands).join(', ')}`)
       }
       const run = Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined
-      if (run === undefined) throw new UsageError(`unknown ${name} subcommand ${JSON.stringify(sub)}; expected ${Object.keys(subcommands).join(', ')}`)
+      if (run === undefined) throw new UsageError(`unknown ${name} subcommand ${JSON.stringify(sub)}${didYouMean(sub, Object.keys(subcommands))}; expected ${Object.keys(subcommands).join(', ')}`)
       return run(rest, io)
     },
   }

@@ -15,6 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { isTidemarkError } from '../errors.js'
 import { EXIT, OutputClosed, UsageError, type CliIO, type Command } from './context.js'
 import { COMMANDS, findCommand } from './registry.js'
+import { didYouMean } from './suggest.js'
 
 export type { CliIO } from './context.js'
 /** The name of main()'s second parameter before the commands were split. */
@@ -31,7 +32,8 @@ commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 
 exit codes: 0 success; 1 the command failed (errors on stderr); 2 a usage error.
-snapshot store URLs: file:///abs/path, or s3://bucket/prefix?endpoint=http://127.0.0.1:9000
+snapshot stores: a directory path (relative to the working directory), file:///abs/path,
+or s3://bucket/prefix?endpoint=http://127.0.0.1:9000
 (s3: --region, else the URL's region parameter, AWS_REGION, AWS_DEFAULT_REGION, us-east-1;
 credentials from the standard AWS chain, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`
 }
@@ -102,7 +104,7 @@ export async function main(argv: string[], io: CliIO = process): Promise<number>
     }
     if (name.startsWith('-')) throw new UsageError(`unknown option ${JSON.stringify(name)} before the command`)
     const entry = findCommand(name)
-    if (entry === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`)
+    if (entry === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, COMMANDS.map((c) => c.name))}`)
     command = await entry.load()
     return await command.run(rest, io)
   } catch (err) {

@@ -13,6 +13,7 @@ export interface CommandEntry {
 
 export const COMMANDS: readonly CommandEntry[] = Object.freeze([
   { name: 'jobs', summary: 'the jobs and partitions a snapshot store holds', load: async () => (await import('./commands/jobs.js')).jobs },
+  { name: 'status', summary: 'who holds each partition of a job, its newest snapshot, and the member leases', load: async () => (await import('./commands/status.js')).status },
   { name: 'snapshots', summary: 'list, show and verify a partition\'s snapshots', load: async () => (await import('./commands/snapshots.js')).snapshots },
   { name: 'restore', summary: 'restore a partition store from a snapshot', load: async () => (await import('./commands/restore.js')).restore },
   { name: 'gc', summary: 'retention and garbage collection of a partition\'s snapshots (--dry-run)', load: async () => (await import('./commands/gc.js')).gc },

@@ -64,7 +64,7 @@ export const SNAPSHOT_FAILURE_CODES = Object.freeze([
   'TIDEMARK_OWNERSHIP_LOST', 'unknown',
 ] as const satisfies ReadonlyArray<ErrorCode | 'unknown'>)
 export const RESTORE_SOURCES = Object.freeze(['snapshot', 'local', 'empty'] as const)
-export const OWNERSHIP_EVENTS = Object.freeze(['acquired', 'renew-failed', 'lost', 'fenced', 'release-failed'] as const)
+export const OWNERSHIP_EVENTS = Object.freeze(['acquired', 'holder-dead', 'renew-failed', 'lost', 'fenced', 'release-failed'] as const)
 
 export interface PartitionMessage extends PartitionLabels {
   /** The partition's key in the snapshot store: the `partition` label of its snapshot, restore and ownership series. */
@@ -136,7 +136,8 @@ export interface ReplayMessage extends PartitionLabels {
 
 export interface OwnershipMessage extends SnapshotLabels {
   /**
-   * acquired: this owner took the claim (epoch); renew-failed: a renewal
+   * acquired: this owner took the claim (epoch); holder-dead: it took it
+   * at once from a holder on this host proven dead; renew-failed: a renewal
    * failed with a store error (retried); lost: another owner took the claim;
    * fenced: a snapshot found a newer epoch or its manifest key taken;
    * release-failed: close() could not give the claim up.

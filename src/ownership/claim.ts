@@ -8,6 +8,7 @@ import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
 import { describeValue } from '../util/describe-value.js'
 import { memberLeaseHolds, type MemberLease } from './member-lease.js'
+import { ownProcessIdentity, proveHolderDead, type DeadHolderProof } from './holder-process.js'
 
 /**
  * How an acquirer treats a claim that another owner holds:
@@ -108,6 +109,7 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
   const now = o.clock()
   const where = `partition ${layout.partition} of job ${layout.job} (${key} in ${store.url})`
   let previousEpoch = 0
+  let deadHolder: DeadHolderProof | undefined
   if (current !== undefined && current.record === undefined && o.takeover !== 'force') {
     throw conflict('unreadable', `the claim of ${where} is unreadable (${current.problem}); pass takeover: 'force' to replace it, once you know no owner is running`, key, { problem: current.problem })
   }
@@ -123,17 +125,24 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     if (o.takeover === 'force' && live && o.generation !== undefined && held.generation !== undefined && held.generation > o.generation) {
       throw conflict('newer-generation', `${holder} holds ${where} for consumer-group generation ${held.generation}, newer than this acquirer's ${o.generation}; it is taken only once its lease runs out, or by force without a generation`, key, { ...details, generation: held.generation })
     }
+    let blocked: TidemarkError | undefined
     if (held.leaseUntil !== 0 && o.takeover !== 'force') {
       if (held.leaseUntil === null && held.member !== undefined) {
         // Held by a process's member lease: live while that lease is.
         if (await memberLeaseHolds(store, held.member, now)) {
-          throw conflict('live-member', `${holder} holds ${where} by member lease ${held.member}, which has not run out by this host's clock. Retry after it, or pass takeover: 'force' if you know that process is gone`, key, { ...details, member: held.member })
+          blocked = conflict('live-member', `${holder} holds ${where} by member lease ${held.member}, which has not run out by this host's clock. Retry after it, or pass takeover: 'force' if you know that process is gone`, key, { ...details, member: held.member })
         }
       } else if (held.leaseUntil === null) {
-        throw conflict('no-lease', `${holder} holds ${where} without a lease; only takeover: 'force' takes it (its consumer group's new assignee, or an operator who knows it is gone)`, key, details)
+        blocked = conflict('no-lease', `${holder} holds ${where} without a lease; only takeover: 'force' takes it (its consumer group's new assignee, or an operator who knows it is gone)`, key, details)
       } else if (held.leaseUntil > now) {
-        throw conflict('live-lease', `${holder} holds ${where}; its lease runs for ${held.leaseUntil - now} ms more by this host's clock. Retry after it, or pass takeover: 'force' if you know that owner is gone`, key, details)
+        blocked = conflict('live-lease', `${holder} holds ${where}; its lease runs for ${held.leaseUntil - now} ms more by this host's clock. Retry after it, or pass takeover: 'force' if you know that owner is gone`, key, details)
       }
+    }
+    if (blocked !== undefined) {
+      // A holder on this host whose process is proven gone holds nothing:
+      // its claim is taken at once, with the same conditional write.
+      deadHolder = proveHolderDead(held.owner)
+      if (deadHolder === undefined) throw blocked
     }
   }
   const epoch = Math.max(previousEpoch, o.minEpoch) + 1
@@ -145,7 +154,7 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     job: layout.job,
     partition: layout.partition,
     epoch,
-    owner: { id: randomBytes(8).toString('hex'), name: o.owner, host: hostname(), pid: process.pid },
+    owner: { id: randomBytes(8).toString('hex'), name: o.owner, host: hostname(), pid: process.pid, ...ownProcessIdentity() },
     leaseMs: o.leaseMs,
     leaseUntil: o.leaseMs === null ? null : now + o.leaseMs,
     ...(o.generation === undefined ? {} : { generation: o.generation }),
@@ -163,7 +172,7 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
       ...(noWinner || holderRenewed ? { runAgain: true } : {}),
     })
   }
-  return new Claim(store, key, record, written.etag, o.clock, current?.record)
+  return new Claim(store, key, record, written.etag, o.clock, current?.record, deadHolder)
 }
 
 /** The partition's claim object as it is now, or undefined when there is none; for operators and tests. Costs a HEAD and a GET. */
@@ -189,6 +198,12 @@ export class Claim {
   readonly generation: number | undefined
   /** The claim this one replaced (released, expired or taken by force), as it was read; undefined when there was none or it was unreadable. */
   readonly previous: Readonly<ClaimRecord> | undefined
+  /**
+   * Set when the claim was taken from a holder that still held it by its
+   * lease, because that holder ran on this host and its process is proven
+   * gone (docs/ownership.md, "A holder proven dead").
+   */
+  readonly deadHolder: Readonly<DeadHolderProof> | undefined
   #record: ClaimRecord
   #etag: string
   #state: 'held' | 'released' | 'lost' = 'held'
@@ -197,7 +212,7 @@ export class Claim {
   readonly #clock: () => number
 
   /** @internal Claims come from acquireClaim(). */
-  constructor(store: SnapshotStore, key: string, record: ClaimRecord, etag: string, clock: () => number, previous?: ClaimRecord) {
+  constructor(store: SnapshotStore, key: string, record: ClaimRecord, etag: string, clock: () => number, previous?: ClaimRecord, deadHolder?: DeadHolderProof) {
     this.store = store
     this.key = key
     this.job = record.job
@@ -207,6 +222,7 @@ export class Claim {
     this.leaseMs = record.leaseMs
     this.generation = record.generation
     this.previous = previous
+    this.deadHolder = deadHolder
     this.#record = record
     this.#etag = etag
     this.#clock = clock

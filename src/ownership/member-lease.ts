@@ -205,9 +205,12 @@ export class MemberLease {
   }
 }
 
-/** The key of a member lease object: beside the job's partitions, under a name no partition has (partitions are digits or `<topic>-<n>`). */
+/** The folder of a job's member leases: beside its partitions, under a name no partition has (partitions are digits or `<topic>-<n>`). */
+export const MEMBERS_FOLDER = '_members'
+
+/** The key of a member lease object. */
 export function memberKey(job: string, id: string): string {
-  return `${job}/_members/${id}.json`
+  return `${job}/${MEMBERS_FOLDER}/${id}.json`
 }
 
 /**
@@ -216,24 +219,38 @@ export function memberKey(job: string, id: string): string {
  * A lease object that cannot be read holds nothing.
  */
 export async function memberLeaseHolds(store: SnapshotStore, key: string, now: number): Promise<boolean> {
+  const read = await readMemberLease(store, key)
+  return read !== undefined && 'record' in read && read.record.leaseUntil > now
+}
+
+/**
+ * The member lease object at `key` as it is now (for memberLeaseHolds and
+ * for operators): undefined when there is none, else its record, or why it
+ * is not a member lease (too large, not JSON, another format, no leaseUntil).
+ */
+export async function readMemberLease(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord } | { problem: string } | undefined> {
   const info = await store.head(key)
-  if (info === undefined || info.size > MAX_MEMBER_BYTES) return false
+  if (info === undefined) return undefined
+  if (info.size > MAX_MEMBER_BYTES) return { problem: `it is ${info.size} bytes, more than a member lease's ${MAX_MEMBER_BYTES}` }
   let body: Buffer
   try {
     const chunks: Buffer[] = []
     for await (const chunk of await store.get(key)) chunks.push(chunk as Buffer)
     body = Buffer.concat(chunks)
   } catch (error) {
-    if (isTidemarkError(error, 'TIDEMARK_DFS_NOT_FOUND')) return false
+    if (isTidemarkError(error, 'TIDEMARK_DFS_NOT_FOUND')) return undefined
     throw error
   }
   let record: Partial<MemberLeaseRecord>
   try {
     record = JSON.parse(body.toString('utf8')) as Partial<MemberLeaseRecord>
-  } catch {
-    return false
+  } catch (error) {
+    return { problem: `not JSON (${(error as Error).message})` }
   }
-  return record.format === MEMBER_LEASE_FORMAT && typeof record.leaseUntil === 'number' && record.leaseUntil > now
+  if (typeof record !== 'object' || record === null) return { problem: 'not a JSON object' }
+  if (record.format !== MEMBER_LEASE_FORMAT) return { problem: `format is ${JSON.stringify(record.format)}, not '${MEMBER_LEASE_FORMAT}'` }
+  if (typeof record.leaseUntil !== 'number') return { problem: `leaseUntil ${JSON.stringify(record.leaseUntil)} is not a number` }
+  return { record: record as MemberLeaseRecord }
 }
 
 function serialize(record: MemberLeaseRecord): Buffer {

@@ -55,6 +55,15 @@ export interface ClaimOwner {
   name: string
   host: string
   pid: number
+  /**
+   * The holder process's identity on its Linux host (ProcessIdentity):
+   * with them an acquirer on the same host takes the claim at once once it
+   * proves that process gone. Absent off Linux and in claims of older
+   * versions, which are then taken only as before.
+   */
+  bootId?: string
+  pidNamespace?: string
+  startTime?: number
 }
 
 /** The record, or why the bytes are not a claim of this job and partition. */
@@ -75,6 +84,10 @@ export function parseClaim(body: Buffer, job: string, partition: string): { reco
     typeof owner.name !== 'string' || typeof owner.host !== 'string' || !isInteger(owner.pid, 0)) {
     return { problem: 'owner is not { id, name, host, pid }' }
   }
+  for (const name of ['bootId', 'pidNamespace']) {
+    if (owner[name] !== undefined && (typeof owner[name] !== 'string' || owner[name] === '')) return { problem: `owner.${name} ${JSON.stringify(owner[name])} is not a non-empty string` }
+  }
+  if (owner.startTime !== undefined && !isInteger(owner.startTime, 0)) return { problem: `owner.startTime ${JSON.stringify(owner.startTime)} is not an integer >= 0` }
   if (r.leaseMs !== null && !isInteger(r.leaseMs, 1)) return { problem: `leaseMs ${JSON.stringify(r.leaseMs)} is neither null nor a positive integer` }
   if (r.leaseUntil !== null && !isInteger(r.leaseUntil, 0)) return { problem: `leaseUntil ${JSON.stringify(r.leaseUntil)} is neither null nor an integer >= 0` }
   if (!isInteger(r.takenAt, 0)) return { problem: `takenAt ${JSON.stringify(r.takenAt)} is not an integer >= 0` }

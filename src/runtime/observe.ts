@@ -27,7 +27,8 @@ export function observeProcessorEvent<K extends keyof ProcessorEvents>(logger: L
     case 'ownership': {
       const o = payload as ProcessorEvents['ownership'][0]
       metrics.ownership(o.type)
-      if (o.type === 'lost') logger.error({ ...labels, ...errorFields(o.error) }, 'partition claim lost: the partition stops')
+      if (o.type === 'holder-dead') logger.warn({ ...labels, holder: o.holder.name, holderEpoch: o.epoch, pid: o.pid, reason: o.reason }, 'partition claim taken at once: its holder on this host is proven dead')
+      else if (o.type === 'lost') logger.error({ ...labels, ...errorFields(o.error) }, 'partition claim lost: the partition stops')
       else logger.warn({ ...labels, ...errorFields(o.error) }, `partition claim: ${o.type}`)
       return
     }

@@ -14,18 +14,20 @@ import type { PartitionStoreOptions } from '../store/store-options.js'
 import type { StateDefinition } from '../store/state.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
-import { prefetchSnapshot, type Prefetch } from '../snapshot/prefetch.js'
+import { prefetchSnapshot, removeStalePrefetch, type Prefetch } from '../snapshot/prefetch.js'
 import type { SnapshotFollower } from '../snapshot/follow.js'
-import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreEvent, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
+import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter } from '../snapshot/snapshotter.js'
-import { type SnapshotResult, type SnapshotterEvent, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
+import { type SnapshotResult, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
 import { errorFields, type Logger } from '../logging/logger.js'
-import type { RecordedState } from '../store/state-registry.js'
 import { reportUndeclaredStates } from './undeclared-states.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
-import { ProgressMeter, type Progress } from './progress.js'
+import { ProgressMeter } from './progress.js'
 import { ClaimKeeper } from './claim-keeper.js'
+import type { LifecycleEvents } from './lifecycle-events.js'
+
+export type { LifecycleEvents, OwnershipEvent } from './lifecycle-events.js'
 
 /**
  * The settings of a partition's snapshots, as both runtimes take them
@@ -53,30 +55,6 @@ export interface LifecycleSnapshotSettings
 export type ClaimPolicy =
   | { kind: 'lease'; leaseMs: number; takeover: ClaimTakeover; owner?: string; clock: () => number; memberLease?: MemberLease }
   | { kind: 'assigned'; waitMs: number; signal?: AbortSignal }
-
-/** What the lifecycle reports about the partition's claim. */
-export type OwnershipEvent =
-  /** A renewal failed with a store error; the next tick retries it, and no batch commits once the lease has run out without one succeeding. */
-  | { type: 'renew-failed'; error: TidemarkError; leaseUntil: number | null }
-  /** The claim was taken by another owner (or the snapshots were fenced by a newer epoch): the partition stops with this error. */
-  | { type: 'lost'; error: TidemarkError }
-  /** The claim could not be released (a store error); the next owner gets it once the lease runs out, or takes it by force. */
-  | { type: 'release-failed'; error: TidemarkError }
-
-/** Where each report of the lifecycle goes; every callback is called where its throw has nobody to go to, so it must not throw. */
-export interface LifecycleEvents {
-  progress?(progress: Progress): void
-  restore(event: RestoreEvent): void
-  snapshot(result: SnapshotResult): void
-  /** A snapshot failed and processing goes on (a failure that stops the partition goes to onFailure instead). */
-  snapshotFailed(error: TidemarkError): void
-  snapshotter(event: SnapshotterEvent): void
-  ownership(event: OwnershipEvent): void
-  /** Debug timings of a start's steps (claimed, prefetching, restored, opened, ready). */
-  phase?(step: string): void
-  /** Once per start: the store holds states the program does not list (kept; docs/state-evolution.md#states-the-program-no-longer-lists). */
-  undeclaredStates?(states: RecordedState[]): void
-}
 
 export interface PartitionLifecycleOptions {
   job: string
@@ -437,6 +415,10 @@ export class PartitionLifecycle {
 
   #keep(claim: Claim): void {
     this.#claim = claim
+    const dead = claim.deadHolder
+    if (dead !== undefined && claim.previous !== undefined) {
+      this.#o.events.ownership({ type: 'holder-dead', holder: { ...claim.previous.owner }, epoch: claim.previous.epoch, pid: dead.pid, reason: dead.reason })
+    }
     this.#keeper = new ClaimKeeper(claim, this.#o.claim!, { lost: (error) => this.lost(error), event: (event) => this.#o.events.ownership(event) })
   }
 
@@ -478,17 +460,26 @@ export class PartitionLifecycle {
   }
 
   /**
+   * The last snapshot of a close (snapshots.onClose): none when this
+   * owner's last snapshot already covers everything committed.
+   */
+  closeSnapshot(): Promise<SnapshotResult | undefined> {
+    return this.#sinceSnapshot() === 'nothing' ? Promise.resolve(undefined) : this.snapshot()
+  }
+
+  /**
    * A hand-off snapshot within `timeoutMs` (it goes on in the background
    * past it; the shutdown waits for it). `lost` when another owner holds
    * the claim: its snapshots fence ours, and it replays from its own.
    * `skipped` (the events committed since the last snapshot) when fewer
-   * than `minEvents` were and a snapshot of this owner committed: the next
-   * owner replays them instead.
+   * than `minEvents` were, or nothing was, and a snapshot of this owner
+   * committed: the next owner replays them instead.
    */
   async handoff(timeoutMs: number, minEvents = 0): Promise<{ snapshot: SnapshotResult } | { skipped: number } | { failed: 'timeout' | 'lost' | 'failed'; error?: unknown }> {
     if (this.#scheduler === undefined) return { failed: 'failed' }
-    const pending = this.#scheduler.pending.events
-    if (pending < minEvents && this.#snapshotter?.lastCommitted !== undefined && !this.#scheduler.inFlight) return { skipped: pending }
+    const since = this.#sinceSnapshot()
+    if (since === 'nothing') return { skipped: 0 }
+    if (since !== undefined && since.events < minEvents) return { skipped: since.events }
     const lost = this.#keeper?.lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
     if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
     this.#lastSnapshotError = undefined
@@ -503,6 +494,19 @@ export class PartitionLifecycle {
     } finally {
       clearTimeout(timer)
     }
+  }
+
+  /**
+   * What was committed since this owner's last snapshot, which a new one
+   * would cover ('nothing': that snapshot covers the store). Undefined while
+   * a snapshot is in flight or before this owner committed one (the one it
+   * restored may not hold what its start did to the store).
+   */
+  #sinceSnapshot(): { events: number; bytes: number } | 'nothing' | undefined {
+    const scheduler = this.#scheduler
+    if (scheduler === undefined || scheduler.inFlight || this.#snapshotter?.lastCommitted === undefined) return undefined
+    const pending = scheduler.pending
+    return pending.events === 0 && pending.bytes === 0 ? 'nothing' : pending
   }
 
   /** The claim is gone: the partition stops within the batch in flight. */
@@ -581,15 +585,6 @@ export class PartitionLifecycle {
       this.#o.events.ownership({ type: 'release-failed', error: asTidemarkError(error, 'TIDEMARK_DFS_REQUEST_FAILED', 'releasing the claim failed', { retriable: true }) })
     }
   }
-}
-
-/**
- * A prefetch directory that no prefetch of ours uses is a killed process's:
- * removed once the partition is ours (it holds up to a whole snapshot, and
- * nothing else would ever remove it).
- */
-async function removeStalePrefetch(path: string): Promise<void> {
-  await rm(`${path}.prefetch`, { recursive: true, force: true })
 }
 
 /** Only the Snapshotter's own options pass (the processor's settings also hold onClose). */

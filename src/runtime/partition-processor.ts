@@ -268,12 +268,13 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
 
   /**
    * Stops scheduling, waits for a snapshot in flight (and then takes one if
-   * snapshots.onClose), closes the store, and releases the claim so that the
-   * next owner starts at once.
+   * snapshots.onClose and something was committed since this owner's last
+   * one), closes the store, and releases the claim so that the next owner
+   * starts at once.
    */
   async close(): Promise<void> {
     if (this.#state === 'closed') return
-    if (this.#state === 'running' && this.#life.failure === undefined && this.#o.snapshots?.onClose === true) await this.#life.snapshot()
+    if (this.#state === 'running' && this.#life.failure === undefined && this.#o.snapshots?.onClose === true) await this.#life.closeSnapshot()
     this.#state = 'closed'
     await this.#life.shutdown()
   }

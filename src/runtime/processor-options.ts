@@ -138,7 +138,7 @@ export interface ProcessorEvents {
   restore: [RestoreEvent]
   /** Reports from the snapshotter that fail no snapshot: manifests that do not verify, objects uploaded again, a failed gc. */
   snapshotter: [SnapshotterEvent]
-  /** The partition's claim: a failed renewal or release, the claim lost. */
+  /** The partition's claim: taken at once from a holder proven dead, a failed renewal or release, the claim lost. */
   ownership: [OwnershipEvent]
   /** Outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped. */
   outputs: [OutputsEvent]

@@ -107,3 +107,12 @@ export function prefetchSnapshot(options: PrefetchOptions): Prefetch {
     },
   }
 }
+
+/**
+ * A prefetch directory that no prefetch of ours uses is a killed process's:
+ * removed once the partition is ours (it holds up to a whole snapshot, and
+ * nothing else would ever remove it).
+ */
+export async function removeStalePrefetch(path: string): Promise<void> {
+  await rm(`${path}.prefetch`, { recursive: true, force: true })
+}

@@ -94,6 +94,12 @@ export function registryKey(name: string): Buffer {
   return Buffer.concat([REGISTRY_PREFIX, Buffer.from(name, 'utf8')])
 }
 
+/** A metadata document's name, checked (PartitionStore.getMetadata, setMetadata). */
+export function checkMetaName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`metadata name must be a non-empty string, got ${JSON.stringify(name)}`)
+  return name
+}
+
 export function metadataKey(name: string): Buffer {
   return Buffer.concat([Buffer.of(META, METADATA_TAG), Buffer.from(name, 'utf8')])
 }

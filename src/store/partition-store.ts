@@ -4,20 +4,18 @@
 // beside it.
 import type { ClassicLevel } from 'classic-level'
 import { TidemarkError } from '../errors.js'
-import { levelCause, openLevel, openStoreDir } from './store-dir.js'
-import {
-  decodeOffset, decodePositionKey, encodeOffset, metadataKey, positionKey,
-  POSITIONS_PREFIX, prefixEnd, REGISTRY_PREFIX, registryKey,
-} from './keys.js'
-import { formatPosition, sourceId, validatePosition, type Position } from './position.js'
+import type { BudgetMember } from './budget/store-budget.js'
+import type { StoreShare } from './budget/budget-options.js'
+import { checkLeveldbProperty, levelCause, openLevel, openStoreDir, type LevelOptions } from './store-dir.js'
+import { checkMetaName, encodeOffset, metadataKey, registryKey } from './keys.js'
+import { checkAdvancing, checkCommitPositions, PositionKeys, sourceId, type Position } from './position.js'
 import type { StateDefinition } from './state.js'
-import { checkDeclaredStates, decodeStateRecord, encodeStateRecord, type RecordedState, type StateRecord } from './state-registry.js'
-import { resolveStoreOptions, type PartitionStoreOptions, type ResolvedOptions } from './store-options.js'
+import { checkDeclared, encodeStateRecord, type RecordedState, type StateRecord } from './state-registry.js'
+import { loadPositions, registerStates } from './store-load.js'
+import { budgetedBytes, levelOptionsOf, resolveStoreOptions, type PartitionStoreOptions, type ResolvedOptions } from './store-options.js'
 import { Transaction, type TransactionOptions } from './transaction.js'
-import { keyOfId, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
-
-/** Rough bytes of a value cache entry beyond its key and value (Map slot, object headers). */
-const CACHE_ENTRY_OVERHEAD = 64
+import { KEY_ID_BYTES, keyOfId, MAX_KEY_IDS, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
+import { ABSENT, ValueCache } from './value-cache.js'
 
 /**
  * utf8 keys and values by default, so that reads and writes of JSON states
@@ -38,6 +36,10 @@ const SYNC = Object.freeze({ sync: true })
  * One partition's state, its source positions and metadata in one LevelDB
  * directory. State changes and positions are committed in one atomic batch,
  * which is what lets a replay after a crash apply every event exactly once.
+ *
+ * Its LevelDB sizes are its share of a process budget (StoreBudget), which
+ * may close its LevelDB while it is idle: the next read or commit opens it
+ * again, and reads and commits issued meanwhile wait for that.
  */
 export class PartitionStore implements TransactionHost {
   readonly path: string
@@ -51,8 +53,17 @@ export class PartitionStore implements TransactionHost {
   #closed = false
   /** Set when the reopen after a quiesce failed: the database is closed for good, and every call says why. */
   #failed: TidemarkError | undefined
-  /** Set while the store is quiesced: reads and commits wait for it. */
+  /** Set while the store is quiesced or idle-closed: reads and commits wait for it. */
   #gate: Promise<void> | undefined
+  /** Opens the gate of an idle-closed store. */
+  #openGate: (() => void) | undefined
+  /** The LevelDB is closed for being idle (or above the budget's share) until the next read or commit. */
+  #asleep = false
+  /** The reopen of an idle-closed store that a read asked for. */
+  #waking: Promise<void> | undefined
+  /** Reads and commits so far: the budget's idle check compares it between its sweeps. */
+  #activity = 0
+  readonly #member: BudgetMember
   /** Serializes commits, quiesce and close. */
   #queue: Promise<unknown> = Promise.resolve()
   #activeReads = 0
@@ -65,32 +76,54 @@ export class PartitionStore implements TransactionHost {
   readonly #keyIds = new Map<string, Map<string, string>>()
   /** The state definition that last passed checkState(). */
   #lastChecked: StateDefinition | undefined
-  /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); insertion order is eviction order. */
-  readonly #values = new Map<string, unknown>()
-  #valueBytes = 0
-  /** Position keys by sourceId (see #positionKey). */
-  readonly #positionKeys = new Map<string, Buffer>()
+  /** Committed values by key id (see PartitionStoreOptions.valueCacheBytes); #values is its map, read on the hot path. */
+  readonly #cache: ValueCache
+  readonly #values: Map<string, unknown>
+  readonly #positionKeys = new PositionKeys()
 
-  private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>) {
+  private constructor(path: string, db: Level, options: ResolvedOptions, states: Map<string, StateDefinition>, member: BudgetMember) {
     this.path = path
     this.#db = db
     this.#options = options
     this.maxKeyBytes = options.maxKeyBytes
     this.#states = states
+    this.#member = member
+    this.#cache = new ValueCache(options.explicit.valueCacheBytes ?? options.budget.share.valueCacheBytes)
+    this.#values = this.#cache.values
   }
 
   static async open(options: PartitionStoreOptions): Promise<PartitionStore> {
     const { path, create, resolved, byName } = resolveStoreOptions(options)
-    const db = await openStoreDir(path, resolved, create)
-    const store = new PartitionStore(path, db, Object.freeze(resolved), byName)
+    const budget = resolved.budget
+    // The budget knows the store before it exists: the share it opens with counts it.
+    let store: PartitionStore | undefined
+    const member: BudgetMember = {
+      activity: () => (store === undefined ? 0 : store.#activity),
+      sleep: (ifActivity) => (store === undefined ? Promise.resolve(false) : store.#sleep(ifActivity)),
+      reshare: (share) => { if (store !== undefined) store.#reshare(share) },
+    }
+    const level = levelOptionsOf(resolved.explicit, budget.join(member))
     try {
-      await store.#loadPositions()
-      await store.#registerStates()
+      const db = await openStoreDir(path, level, create)
+      store = new PartitionStore(path, db, resolved, byName, member)
+      try {
+        await loadPositions(db, store.#positions)
+        await registerStates(db, byName, path, resolved.sync, store.#records)
+      } catch (err) {
+        await db.close()
+        throw err
+      }
     } catch (err) {
-      await db.close()
+      budget.leave(member)
       throw err
     }
+    budget.opened(member, budgetedBytes(resolved.explicit, level))
     return store
+  }
+
+  /** Whether the LevelDB is closed for being idle (its budget's idleCloseMs) or above its budget share; the next read or commit opens it. */
+  get idle(): boolean {
+    return this.#asleep
   }
 
   /** A new transaction; see Transaction and TransactionOptions. */
@@ -118,6 +151,18 @@ export class PartitionStore implements TransactionHost {
     return [...this.#records].map(([name, r]) => ({ name, ...r })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
+  /**
+   * One of LevelDB's own figures about this store (`leveldb.num-files-at-level0`
+   * to 6, `leveldb.stats`, `leveldb.sstables`, `leveldb.approximate-memory-usage`;
+   * docs/partition-store.md); undefined while the store is closed for a
+   * checkpoint or for being idle.
+   */
+  leveldbProperty(name: string): string | undefined {
+    checkLeveldbProperty(name)
+    this.#checkOpen()
+    return this.#gate !== undefined ? undefined : this.#db.getProperty(name)
+  }
+
   /** Reads a metadata document written by setMetadata. */
   async getMetadata<T = unknown>(name: string): Promise<T | undefined> {
     const bytes = await this.read(metadataKey(checkMetaName(name)))
@@ -142,13 +187,21 @@ export class PartitionStore implements TransactionHost {
    */
   async flush(): Promise<void> {
     this.#checkOpen()
-    if (this.#gate !== undefined) {
+    if (this.#gate !== undefined && !this.#asleep) {
       await this.#gate
       this.#checkOpen()
     }
-    // A compaction of a range that no table file overlaps flushes the
-    // memtable and compacts nothing: every key of the store sorts below 0xff.
-    await this.#db.compactRange<Buffer>(FLUSH_RANGE, FLUSH_RANGE, BUFFER_KEY)
+    // Idle-closed, what its memtable held is in the write-ahead log, which a checkpoint copies.
+    if (this.#asleep) return
+    // Counted as a read: the budget does not close the database under it.
+    this.#activeReads++
+    try {
+      // A compaction of a range that no table file overlaps flushes the
+      // memtable and compacts nothing: every key of the store sorts below 0xff.
+      await this.#db.compactRange<Buffer>(FLUSH_RANGE, FLUSH_RANGE, BUFFER_KEY)
+    } finally {
+      this.#readDone()
+    }
   }
 
   /**
@@ -164,14 +217,18 @@ export class PartitionStore implements TransactionHost {
    * MANIFEST and CURRENT: tens of milliseconds on a busy disk).
    */
   async quiesce<T>(fn: (path: string) => Promise<T>, options: { keepOpen?: boolean } = {}): Promise<T> {
+    // An idle-closed store stays closed: its files do not change while fn
+    // runs, and nothing can open it before fn has finished (a reopen waits
+    // in the same queue).
     if (options.keepOpen === true) {
       return this.#serialized(async () => {
         this.#checkOpen()
         return fn(this.path)
-      })
+      }, false)
     }
     return this.#serialized(async () => {
       this.#checkOpen()
+      if (this.#asleep) return fn(this.path)
       let release!: () => void
       this.#gate = new Promise<void>((resolve) => { release = resolve })
       try {
@@ -179,27 +236,32 @@ export class PartitionStore implements TransactionHost {
         while (this.#activeReads > 0) await this.#drainReads()
         this.#quiescing = true
         // fn may change the files; the reopened store is read afresh.
-        this.#clearValues()
+        this.#cache.clear()
         await this.#db.close()
         try {
           return await fn(this.path)
         } finally {
-          await this.#reopen()
+          await this.#openLevel('after a checkpoint')
         }
       } finally {
         this.#quiescing = false
         this.#gate = undefined
         release()
       }
-    })
+    }, false)
   }
 
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    await this.#queue.catch(() => undefined)
-    await this.#drainReads()
-    await this.#db.close()
+    try {
+      await this.#queue.catch(() => undefined)
+      await this.#drainReads()
+      // A no-op when it is idle-closed.
+      await this.#db.close()
+    } finally {
+      this.#options.budget.leave(this.#member)
+    }
   }
 
   get closed(): boolean {
@@ -214,16 +276,7 @@ export class PartitionStore implements TransactionHost {
     // Definitions are frozen: the one that passed last passes again (a
     // handler asks for its state's view on every event).
     if (def === this.#lastChecked && def !== undefined) return
-    if (typeof def !== 'object' || def === null || typeof def.name !== 'string') {
-      throw new TypeError(`expected a state definition (made by valueState() or mapState()), got ${def === null ? 'null' : Array.isArray(def) ? 'an array' : typeof def}`)
-    }
-    const known = this.#states.get(def.name)
-    if (known === undefined) {
-      throw new TidemarkError('TIDEMARK_UNKNOWN_STATE', `state ${JSON.stringify(def?.name)} is not one of this store's states (${[...this.#states.keys()].join(', ') || 'none'}); pass it in options.states`)
-    }
-    if (known.kind !== def.kind) {
-      throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
-    }
+    checkDeclared(this.#states, def)
     this.#lastChecked = def
   }
 
@@ -236,7 +289,8 @@ export class PartitionStore implements TransactionHost {
    */
   read(key: Buffer): Buffer | undefined | Promise<Buffer | undefined> {
     this.#checkOpen()
-    if (!this.readable()) return this.#gate!.then(() => this.read(key))
+    if (!this.readable()) return this.#ready().then(() => this.read(key))
+    this.#activity++
     try {
       return this.#db.getSync<Buffer, Buffer>(key, BUFFERS)
     } catch (cause) {
@@ -251,7 +305,8 @@ export class PartitionStore implements TransactionHost {
    */
   readText(id: string, ascii: boolean): string | undefined | Promise<string | undefined> {
     this.#checkOpen()
-    if (!this.readable()) return this.#gate!.then(() => this.readText(id, ascii))
+    if (!this.readable()) return this.#ready().then(() => this.readText(id, ascii))
+    this.#activity++
     try {
       // An ASCII id is its own UTF-8 key bytes: no Buffer for the key either,
       // and the read takes abstract-level's fast path for default encodings.
@@ -262,13 +317,13 @@ export class PartitionStore implements TransactionHost {
   }
 
   /** @internal */
-  keyIds(def: StateDefinition): Map<string, string> {
+  keyIds(def: StateDefinition): { ids: Map<string, string>; max: number } {
     let ids = this.#keyIds.get(def.name)
     if (ids === undefined) {
       ids = new Map()
       this.#keyIds.set(def.name, ids)
     }
-    return ids
+    return { ids, max: Math.min(MAX_KEY_IDS, Math.floor(this.#cache.limit / KEY_ID_BYTES)) }
   }
 
   /**
@@ -283,7 +338,7 @@ export class PartitionStore implements TransactionHost {
 
   /** @internal */
   quiescedError(): TidemarkError {
-    return new TidemarkError('TIDEMARK_STORE_QUIESCED', `partition store ${this.path} is closed for a checkpoint; use get(), which waits, or read inside a section the store holds open (a PartitionProcessor handler)`)
+    return new TidemarkError('TIDEMARK_STORE_QUIESCED', `partition store ${this.path} is closed ${this.#asleep ? 'while idle' : 'for a checkpoint'}; use get(), which waits (and reopens it), or read inside a section the store holds open (a PartitionProcessor handler)`)
   }
 
   /**
@@ -297,11 +352,11 @@ export class PartitionStore implements TransactionHost {
     for (;;) {
       const release = this.tryHold()
       if (release !== undefined) return release
-      await this.#gate
+      await this.#ready()
     }
   }
 
-  /** hold() without waiting: undefined while a quiesce has the database closed (or is closing it). */
+  /** hold() without waiting: undefined while a quiesce or the idle close has the database closed (or is closing it). */
   tryHold(): (() => void) | undefined {
     this.#checkOpen()
     if (this.#quiescing) return undefined
@@ -318,28 +373,30 @@ export class PartitionStore implements TransactionHost {
 
   /** @internal */
   caches(def: StateDefinition): boolean {
-    return this.#options.valueCacheBytes > 0 && this.#states.get(def.name)?.uncached !== true
+    return this.#cache.limit > 0 && this.#states.get(def.name)?.uncached !== true
   }
 
   /** @internal */
   cached(id: string): unknown {
+    this.#activity++
     const v = this.#values.get(id)
     return v !== undefined ? (v === ABSENT ? undefined : v) : NOT_CACHED
   }
 
   /** @internal */
   remember(id: string, value: unknown): void {
-    if (this.#options.valueCacheBytes === 0 || this.#gate !== undefined || this.#values.has(id)) return
-    this.#setValue(id, value === undefined ? ABSENT : value)
+    if (this.#cache.limit === 0 || this.#gate !== undefined || this.#values.has(id)) return
+    this.#cache.set(id, value === undefined ? ABSENT : value)
   }
 
   /** @internal */
   async *scan(range: ByteRange): AsyncGenerator<[Buffer, Buffer]> {
     this.#checkOpen()
     if (!this.readable()) {
-      await this.#gate
+      await this.#ready()
       this.#checkOpen()
     }
+    this.#activity++
     this.#activeReads++
     const options = range.lt === undefined ? { ...BUFFERS, gte: range.gte, reverse: range.reverse } : { ...BUFFERS, gte: range.gte, lt: range.lt, reverse: range.reverse }
     const it = this.#db.iterator<Buffer, Buffer>(options)
@@ -373,27 +430,11 @@ export class PartitionStore implements TransactionHost {
   /** @internal */
   async commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions, versions?: ReadonlySet<StateDefinition>): Promise<void> {
     this.#checkOpen()
-    const checked = positions.map((p, i) => validatePosition(p, positions.length === 1 ? 'position' : `position[${i}]`))
-    const seen = new Set<string>()
-    for (const p of checked) {
-      const id = sourceId(p.topic, p.partition)
-      if (seen.has(id)) throw new RangeError(`position lists ${p.topic}/${p.partition} twice`)
-      seen.add(id)
-    }
+    this.#activity++
+    const checked = checkCommitPositions(positions)
     await this.#serialized(async () => {
       this.#checkOpen()
-      if (options.allowRewind !== true) {
-        for (const p of checked) {
-          const stored = this.#positions.get(sourceId(p.topic, p.partition))
-          if (stored !== undefined && p.offset <= stored.offset) {
-            throw new TidemarkError(
-              'TIDEMARK_POSITION_NOT_ADVANCING',
-              `commit at ${formatPosition(p)} is not after the stored position ${formatPosition(stored)}; the events up to it are already in the store (pass { allowRewind: true } to rewind on purpose)`,
-              { details: { topic: p.topic, partition: p.partition, offset: p.offset, storedOffset: stored.offset } },
-            )
-          }
-        }
-      }
+      if (options.allowRewind !== true) checkAdvancing(checked, this.#positions)
       if (writes.size === 0 && checked.length === 0) return
       // A chained batch: each operation goes to LevelDB's native batch as it
       // is added, which costs the event loop about a third of what an array
@@ -416,7 +457,7 @@ export class PartitionStore implements TransactionHost {
             else batch.put<Buffer, Buffer>(key, value, BUFFERS)
           }
         }
-        for (const p of checked) batch.put<Buffer, Buffer>(this.#positionKey(p), encodeOffset(p.offset), BUFFERS)
+        for (const p of checked) batch.put<Buffer, Buffer>(this.#positionKeys.of(p), encodeOffset(p.offset), BUFFERS)
         // The first values at a new version and the record that says so are one write.
         if (versions !== undefined) for (const def of versions) batch.put<Buffer, Buffer>(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }), BUFFERS)
         await batch.write(this.#options.sync ? SYNC : EMPTY)
@@ -426,112 +467,80 @@ export class PartitionStore implements TransactionHost {
       }
       for (const p of checked) this.#positions.set(sourceId(p.topic, p.partition), p)
       if (versions !== undefined) for (const def of versions) this.#records.set(def.name, { kind: def.kind, version: def.version! })
-      if (this.#options.valueCacheBytes > 0) this.#noteCommitted(writes)
+      if (this.#cache.limit > 0) this.#cache.noteCommitted(writes)
     })
   }
 
   // ---- internals ----
 
-  /** A source's position key, made once: LevelDB copies a key into the batch, so one Buffer serves every commit. */
-  #positionKey(p: Position): Buffer {
-    const id = sourceId(p.topic, p.partition)
-    let key = this.#positionKeys.get(id)
-    if (key === undefined) {
-      key = positionKey(p.topic, p.partition)
-      this.#positionKeys.set(id, key)
-    }
-    return key
-  }
-
-  async #loadPositions(): Promise<void> {
-    for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: POSITIONS_PREFIX, lt: prefixEnd(POSITIONS_PREFIX)! })) {
-      const { topic, partition } = decodePositionKey(key)
-      this.#positions.set(sourceId(topic, partition), { topic, partition, offset: decodeOffset(value) })
-    }
-  }
-
   /**
-   * Records each state's kind so that reopening with a different kind is
-   * caught instead of misreading bytes, and refuses a state that a newer
-   * program wrote at a higher version (TIDEMARK_STATE_VERSION_AHEAD) before
-   * anything is written.
+   * Runs fn after what is queued, an idle-closed store opened first unless
+   * `wake` is false (the idle close, the reopen, a quiesce: it uses the files).
    */
-  async #registerStates(): Promise<void> {
-    for await (const [key, value] of this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: REGISTRY_PREFIX, lt: prefixEnd(REGISTRY_PREFIX)! })) {
-      this.#records.set(key.subarray(REGISTRY_PREFIX.length).toString('utf8'), decodeStateRecord(value))
-    }
-    const added = await checkDeclaredStates(this.#records, this.#states, this.path, (def) => this.#hasValues(def))
-    if (added.size === 0) return
-    const ops = [...added].map(([name, record]) => ({ type: 'put' as const, key: registryKey(name), value: encodeStateRecord(record) }))
-    await this.#db.batch<Buffer, Buffer>(ops, { ...BUFFERS, sync: this.#options.sync })
-    for (const [name, record] of added) this.#records.set(name, record)
-  }
-
-  /** Whether a state holds at least one value: one seek. */
-  async #hasValues(def: StateDefinition): Promise<boolean> {
-    const it = this.#db.iterator<Buffer, Buffer>({ ...BUFFERS, gte: def.prefix, lt: prefixEnd(def.prefix)!, limit: 1, values: false })
-    try {
-      return (await it.next()) !== undefined
-    } finally {
-      await it.close()
-    }
-  }
-
-  #serialized<T>(fn: () => Promise<T>): Promise<T> {
+  #serialized<T>(fn: () => Promise<T>, wake = true): Promise<T> {
     const run = this.#queue.then(async () => {
-      if (this.#gate !== undefined) await this.#gate
+      if (this.#gate !== undefined) {
+        if (!this.#asleep) await this.#gate
+        else if (wake) await this.#wakeNow()
+      }
       return fn()
     })
     this.#queue = run.catch(() => undefined)
     return run
   }
 
+  /** What a read or hold waits for outside the queue: an idle-closed store's reopen, or a quiesce's end. */
+  #ready(): Promise<void> {
+    return this.#asleep ? this.#wake() : this.#gate ?? Promise.resolve()
+  }
+
+  /** The value cache and kept key ids follow the share unless the store was given its size (ids are cleared: a view keeps its map). */
+  #reshare(share: StoreShare): void {
+    if (this.#options.explicit.valueCacheBytes !== undefined) return
+    this.#cache.resize(share.valueCacheBytes)
+    const max = Math.floor(share.valueCacheBytes / KEY_ID_BYTES)
+    for (const ids of this.#keyIds.values()) if (ids.size > max) ids.clear()
+  }
+
   /**
-   * The cache follows a commit: decoded primitives and deletes are kept,
-   * anything else is dropped. Writes of an uncachedState() are passed over:
-   * none of its keys is ever in the cache.
+   * The budget's idle close (BudgetMember.sleep), after what is queued; not
+   * while a read, scan, flush or held section is open (it does not wait for
+   * them), nor, with `ifActivity`, after a read or commit since the budget looked.
    */
-  #noteCommitted(writes: Map<string, PendingWrite>): void {
-    for (const [id, w] of writes) {
-      if (!w.cache) continue
-      if (w.exact) this.#setValue(id, w.decoded)
-      else if (w.value === undefined) this.#setValue(id, ABSENT)
-      else this.#dropValue(id)
-    }
+  #sleep(ifActivity: number | undefined): Promise<boolean> {
+    return this.#serialized(async () => {
+      if (this.#closed || this.#asleep || this.#failed !== undefined || this.#activeReads > 0) return false
+      if (ifActivity !== undefined && ifActivity !== this.#activity) return false
+      this.#gate = new Promise<void>((resolve) => { this.#openGate = resolve })
+      this.#asleep = true
+      this.#quiescing = true
+      this.#cache.clear()
+      for (const ids of this.#keyIds.values()) ids.clear()
+      this.#options.budget.closedLevel(this.#member)
+      await this.#db.close()
+      return true
+    }, false)
   }
 
-  #setValue(id: string, value: unknown): void {
-    const limit = this.#options.valueCacheBytes
-    const size = entryBytes(id, value)
-    const old = this.#values.get(id)
-    if (old !== undefined) this.#valueBytes -= entryBytes(id, old)
-    if (size > limit) {
-      if (old !== undefined) this.#values.delete(id)
-      return
-    }
-    // An update keeps the entry's place in the eviction order.
-    this.#values.set(id, value)
-    this.#valueBytes += size
-    if (this.#valueBytes <= limit) return
-    for (const [old, v] of this.#values) {
-      this.#values.delete(old)
-      this.#valueBytes -= entryBytes(old, v)
-      if (this.#valueBytes <= limit) return
-    }
+  /** Opens an idle-closed store behind what is queued; reads and holds wait for it. */
+  #wake(): Promise<void> {
+    this.#waking ??= this.#serialized(() => this.#wakeNow(), false).finally(() => { this.#waking = undefined })
+    return this.#waking
   }
 
-  #dropValue(id: string): void {
-    // A store of objects keeps no values at all: no lookup per committed write.
-    if (this.#values.size === 0) return
-    const old = this.#values.get(id)
-    if (old === undefined) return
-    this.#values.delete(id)
-    this.#valueBytes -= entryBytes(id, old)
-  }
-
-  #clearValues(): void {
-    this.#values.clear()
-    this.#valueBytes = 0
+  /** In the queue: opens an idle-closed store. */
+  async #wakeNow(): Promise<void> {
+    if (!this.#asleep) return
+    try {
+      // A failure is kept in #failed.
+      if (!this.#closed) await this.#openLevel('after it was closed while idle').catch(() => undefined)
+    } finally {
+      this.#asleep = false
+      this.#quiescing = false
+      this.#gate = undefined
+      this.#openGate?.()
+      this.#openGate = undefined
+    }
   }
 
   #readDone(): void {
@@ -558,23 +567,27 @@ export class PartitionStore implements TransactionHost {
   }
 
   /**
-   * After a quiesce. Never with createIfMissing: had the store's files gone
-   * meanwhile, a new empty store would silently take its place. A failure (a
-   * full disk, a lost directory) is kept, so that every later call says what
-   * happened instead of LevelDB's "Database is not open".
+   * After a quiesce or an idle close, at the budget's share of the moment
+   * (or the explicit sizes). Never with createIfMissing: had the store's
+   * files gone meanwhile, a new empty store would silently take its place. A
+   * failure (a full disk, a lost directory) is kept, so that every later call
+   * says what happened instead of LevelDB's "Database is not open".
    */
-  async #reopen(): Promise<void> {
+  async #openLevel(after: string): Promise<void> {
+    const { budget, explicit } = this.#options
+    const level: LevelOptions = levelOptionsOf(explicit, budget.share)
     try {
-      this.#db = await openLevel(this.path, this.#options, false)
+      this.#db = await openLevel(this.path, level, false)
     } catch (err) {
       const cause = levelCause(err)
       this.#failed = new TidemarkError(
         'TIDEMARK_STORE_OPEN_FAILED',
-        `partition store ${this.path} could not be reopened after a checkpoint: ${(cause as Error)?.message ?? cause}; it is unusable until it is closed and opened again`,
+        `partition store ${this.path} could not be reopened ${after}: ${(cause as Error)?.message ?? cause}; it is unusable until it is closed and opened again`,
         { cause },
       )
       throw this.#failure()
     }
+    budget.opened(this.#member, budgetedBytes(explicit, level))
   }
 
   #translate(cause: unknown, op: string): Error {
@@ -583,16 +596,4 @@ export class PartitionStore implements TransactionHost {
     if (this.#failed !== undefined) return this.#failure()
     return cause as Error
   }
-}
-
-/** Stands for "no value" in the value cache, whose misses are undefined. */
-const ABSENT: unique symbol = Symbol('tidemark.absent')
-
-function entryBytes(id: string, value: unknown): number {
-  return CACHE_ENTRY_OVERHEAD + id.length + (typeof value === 'string' ? 2 * value.length : 8)
-}
-
-function checkMetaName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`metadata name must be a non-empty string, got ${JSON.stringify(name)}`)
-  return name
 }

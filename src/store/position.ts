@@ -1,4 +1,6 @@
+import { TidemarkError } from '../errors.js'
 import { describeValue } from '../util/describe-value.js'
+import { positionKey } from './keys.js'
 /**
  * A source position: the offset of the last event whose effects are in the
  * store, per source partition. Offsets are bigint because Kafka offsets are
@@ -46,4 +48,45 @@ export function sourceId(topic: string, partition: number): string {
 export function formatPosition(p: Position): string {
   checkObject(p, 'position')
   return `${p.topic}/${p.partition}@${p.offset}`
+}
+
+/** A commit's positions, each checked, and no source partition twice. */
+export function checkCommitPositions(positions: Position[]): Position[] {
+  const checked = positions.map((p, i) => validatePosition(p, positions.length === 1 ? 'position' : `position[${i}]`))
+  const seen = new Set<string>()
+  for (const p of checked) {
+    const id = sourceId(p.topic, p.partition)
+    if (seen.has(id)) throw new RangeError(`position lists ${p.topic}/${p.partition} twice`)
+    seen.add(id)
+  }
+  return checked
+}
+
+/** Refuses a commit whose position is not after the stored one for its source partition (by sourceId). */
+export function checkAdvancing(checked: Position[], stored: ReadonlyMap<string, Position>): void {
+  for (const p of checked) {
+    const before = stored.get(sourceId(p.topic, p.partition))
+    if (before !== undefined && p.offset <= before.offset) {
+      throw new TidemarkError(
+        'TIDEMARK_POSITION_NOT_ADVANCING',
+        `commit at ${formatPosition(p)} is not after the stored position ${formatPosition(before)}; the events up to it are already in the store (pass { allowRewind: true } to rewind on purpose)`,
+        { details: { topic: p.topic, partition: p.partition, offset: p.offset, storedOffset: before.offset } },
+      )
+    }
+  }
+}
+
+/** Position keys by source, made once each: LevelDB copies a key into a batch, so one Buffer serves every commit. */
+export class PositionKeys {
+  readonly #keys = new Map<string, Buffer>()
+
+  of(p: Position): Buffer {
+    const id = sourceId(p.topic, p.partition)
+    let key = this.#keys.get(id)
+    if (key === undefined) {
+      key = positionKey(p.topic, p.partition)
+      this.#keys.set(id, key)
+    }
+    return key
+  }
 }

@@ -93,3 +93,17 @@ export async function checkDeclaredStates(
   }
   return added
 }
+
+/** Refuses a value that is no state definition, or a state the store was not opened with (or with another kind). */
+export function checkDeclared(states: ReadonlyMap<string, StateDefinition>, def: StateDefinition): void {
+  if (typeof def !== 'object' || def === null || typeof def.name !== 'string') {
+    throw new TypeError(`expected a state definition (made by valueState() or mapState()), got ${def === null ? 'null' : Array.isArray(def) ? 'an array' : typeof def}`)
+  }
+  const known = states.get(def.name)
+  if (known === undefined) {
+    throw new TidemarkError('TIDEMARK_UNKNOWN_STATE', `state ${JSON.stringify(def?.name)} is not one of this store's states (${[...states.keys()].join(', ') || 'none'}); pass it in options.states`)
+  }
+  if (known.kind !== def.kind) {
+    throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
+  }
+}

@@ -2,9 +2,17 @@ import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { TidemarkError } from '../errors.js'
+import { describeValue } from '../util/describe-value.js'
 
 /** utf8 by default: see PartitionStore for why. */
 type Level = ClassicLevel<string, string>
+
+/** What a LevelDB is opened with: a store's share of its budget, or its explicit sizes. */
+export interface LevelOptions {
+  cacheSize: number
+  writeBufferSize: number
+  maxOpenFiles: number
+}
 
 /**
  * What a directory that Tidemark may open, fill or delete holds, and the
@@ -146,7 +154,7 @@ export function errnoOf(err: unknown): string | undefined {
  * with `create`; a directory Tidemark cannot tell for a store is refused
  * before LevelDB touches it.
  */
-export async function openStoreDir(path: string, options: { cacheSize: number; writeBufferSize: number }, create: boolean): Promise<Level> {
+export async function openStoreDir(path: string, options: LevelOptions, create: boolean): Promise<Level> {
   let dir: StoreDir
   try {
     dir = await inspectStoreDir(path)
@@ -208,10 +216,10 @@ export function levelCause(err: unknown): unknown {
   return e
 }
 
-export async function openLevel(path: string, options: { cacheSize: number; writeBufferSize: number }, createIfMissing: boolean): Promise<Level> {
+export async function openLevel(path: string, options: LevelOptions, createIfMissing: boolean): Promise<Level> {
   const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   try {
-    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize })
+    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize, maxOpenFiles: options.maxOpenFiles })
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause
     if (cause?.code === 'LEVEL_LOCKED') {
@@ -220,4 +228,13 @@ export async function openLevel(path: string, options: { cacheSize: number; writ
     throw new TidemarkError('TIDEMARK_STORE_OPEN_FAILED', `cannot open partition store ${path}: ${(cause as Error | undefined)?.message ?? (err as Error).message}`, { cause: err })
   }
   return db
+}
+
+const LEVELDB_PROPERTY = /^leveldb\.(num-files-at-level[0-6]|stats|sstables|approximate-memory-usage)$/
+
+/** The names PartitionStore.leveldbProperty() takes: LevelDB's figures that say something about one store. */
+export function checkLeveldbProperty(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || !LEVELDB_PROPERTY.test(name)) {
+    throw new RangeError(`leveldbProperty(name): name must be leveldb.num-files-at-level0 to 6, leveldb.stats, leveldb.sstables or leveldb.approximate-memory-usage, got ${describeValue(name)}`)
+  }
 }

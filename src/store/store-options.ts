@@ -1,4 +1,8 @@
 import { TidemarkError } from '../errors.js'
+import { describeValue } from '../util/describe-value.js'
+import { MIN_LEVEL_BYTES, MIN_OPEN_FILES, SHARE_CAP, type StoreShare } from './budget/budget-options.js'
+import type { LevelOptions } from './store-dir.js'
+import { defaultStoreBudget, StoreBudget } from './budget/store-budget.js'
 import { MAX_KEY_BYTES } from './keys.js'
 import type { StateDefinition } from './state.js'
 
@@ -27,28 +31,46 @@ export interface PartitionStoreOptions {
    * usual trade for a store that snapshots and replays can rebuild.
    */
   sync?: boolean
-  /** LevelDB block cache in bytes. Default 8 MiB. */
+  /**
+   * The process budget this store shares with the others (docs/partition-store.md):
+   * its cacheSize, writeBufferSize, valueCacheBytes and maxOpenFiles are its
+   * share unless given here, and it closes its LevelDB when idle. Default:
+   * the process's defaultStoreBudget().
+   */
+  budget?: StoreBudget
+  /** LevelDB block cache in bytes, at least 65536. Default: the budget's share, at most 8 MiB. Given, it is outside the budget. */
   cacheSize?: number
-  /** LevelDB write buffer (memtable) in bytes. Default 4 MiB. */
+  /** LevelDB write buffer (memtable) in bytes, at least 65536. Default: the budget's share, at most 4 MiB. Given, it is outside the budget. */
   writeBufferSize?: number
   /**
    * Committed values of JSON states that are primitives (numbers, strings,
    * booleans) or absent are kept decoded, up to about this many bytes, so a
    * hot key is read without LevelDB and without a decode. Objects are not
-   * kept: a caller could change one after a read. 0 turns it off. Default 4 MiB.
+   * kept: a caller could change one after a read. 0 turns it off. Default:
+   * the budget's share, at most 4 MiB. Given, it is outside the budget.
    */
   valueCacheBytes?: number
+  /** LevelDB's max_open_files, 74 to 50000. Default: the budget's share, 74 to 1000. Given, it is outside the budget. */
+  maxOpenFiles?: number
 }
 
+/** The sizes are what a store gets when it has its budget to itself (the sizes before budgets). */
 export const STORE_DEFAULTS = Object.freeze({
   maxKeyBytes: 16384,
   sync: false,
-  cacheSize: 8 * 1024 * 1024,
-  writeBufferSize: 4 * 1024 * 1024,
-  valueCacheBytes: 4 * 1024 * 1024,
+  cacheSize: SHARE_CAP.cacheSize,
+  writeBufferSize: SHARE_CAP.writeBufferSize,
+  valueCacheBytes: SHARE_CAP.valueCacheBytes,
+  maxOpenFiles: SHARE_CAP.maxOpenFiles,
 })
 
-export type ResolvedOptions = Readonly<Required<Omit<PartitionStoreOptions, 'states' | 'path' | 'create'>>>
+/** LevelDB clips max_open_files to at most this. */
+const MAX_OPEN_FILES = 50_000
+
+/** The sizes a store was given; the others come from its budget's share. */
+export type ExplicitSizes = Readonly<Partial<Pick<PartitionStoreOptions, 'cacheSize' | 'writeBufferSize' | 'valueCacheBytes' | 'maxOpenFiles'>>>
+
+export type ResolvedOptions = Readonly<{ maxKeyBytes: number; sync: boolean; budget: StoreBudget; explicit: ExplicitSizes }>
 
 /** Checks PartitionStore.open's options once; the states by name. */
 export function resolveStoreOptions(options: PartitionStoreOptions): { path: string; create: boolean; resolved: ResolvedOptions; byName: Map<string, StateDefinition> } {
@@ -56,24 +78,35 @@ export function resolveStoreOptions(options: PartitionStoreOptions): { path: str
   const { path, states = [], create = true } = options
   if (typeof path !== 'string' || path.length === 0) throw new TypeError(`options.path must be a non-empty string, got ${JSON.stringify(path)}`)
   if (typeof create !== 'boolean') throw new TypeError(`options.create must be a boolean, got ${typeof create}`)
-  const resolved = {
-    maxKeyBytes: options.maxKeyBytes ?? STORE_DEFAULTS.maxKeyBytes,
-    sync: options.sync ?? STORE_DEFAULTS.sync,
-    cacheSize: options.cacheSize ?? STORE_DEFAULTS.cacheSize,
-    writeBufferSize: options.writeBufferSize ?? STORE_DEFAULTS.writeBufferSize,
-    valueCacheBytes: options.valueCacheBytes ?? STORE_DEFAULTS.valueCacheBytes,
+  const maxKeyBytes = options.maxKeyBytes ?? STORE_DEFAULTS.maxKeyBytes
+  const sync = options.sync ?? STORE_DEFAULTS.sync
+  const budget = options.budget ?? defaultStoreBudget()
+  if (!Number.isInteger(maxKeyBytes) || maxKeyBytes < 1 || maxKeyBytes > MAX_KEY_BYTES) {
+    throw new RangeError(`options.maxKeyBytes must be an integer from 1 to ${MAX_KEY_BYTES}, got ${maxKeyBytes}`)
   }
-  if (!Number.isInteger(resolved.maxKeyBytes) || resolved.maxKeyBytes < 1 || resolved.maxKeyBytes > MAX_KEY_BYTES) {
-    throw new RangeError(`options.maxKeyBytes must be an integer from 1 to ${MAX_KEY_BYTES}, got ${resolved.maxKeyBytes}`)
-  }
-  if (typeof resolved.sync !== 'boolean') throw new TypeError(`options.sync must be a boolean, got ${typeof resolved.sync}`)
+  if (typeof sync !== 'boolean') throw new TypeError(`options.sync must be a boolean, got ${typeof sync}`)
+  if (!(budget instanceof StoreBudget)) throw new TypeError(`options.budget must be a StoreBudget (new StoreBudget()), got ${describeValue(budget)}`)
+  const explicit: { -readonly [K in keyof ExplicitSizes]: ExplicitSizes[K] } = {}
   for (const field of ['cacheSize', 'writeBufferSize'] as const) {
-    const v = resolved[field]
-    if (!Number.isInteger(v) || v < 64 * 1024) throw new RangeError(`options.${field} must be an integer of at least 65536 bytes, got ${v}`)
+    const v = options[field]
+    if (v === undefined) continue
+    if (!Number.isInteger(v) || v < MIN_LEVEL_BYTES) throw new RangeError(`options.${field} must be an integer of at least ${MIN_LEVEL_BYTES} bytes, got ${v}`)
+    explicit[field] = v
   }
-  if (!Number.isSafeInteger(resolved.valueCacheBytes) || resolved.valueCacheBytes < 0) {
-    throw new RangeError(`options.valueCacheBytes must be a non-negative integer, got ${resolved.valueCacheBytes}`)
+  if (options.valueCacheBytes !== undefined) {
+    if (!Number.isSafeInteger(options.valueCacheBytes) || options.valueCacheBytes < 0) {
+      throw new RangeError(`options.valueCacheBytes must be a non-negative integer, got ${options.valueCacheBytes}`)
+    }
+    explicit.valueCacheBytes = options.valueCacheBytes
   }
+  if (options.maxOpenFiles !== undefined) {
+    const v = options.maxOpenFiles
+    if (!Number.isInteger(v) || v < MIN_OPEN_FILES || v > MAX_OPEN_FILES) {
+      throw new RangeError(`options.maxOpenFiles must be an integer from ${MIN_OPEN_FILES} to ${MAX_OPEN_FILES} (LevelDB's bounds), got ${v}`)
+    }
+    explicit.maxOpenFiles = v
+  }
+  const resolved: ResolvedOptions = Object.freeze({ maxKeyBytes, sync, budget, explicit: Object.freeze(explicit) })
   if (!Array.isArray(states)) throw new TypeError('options.states must be an array of state definitions (valueState(), mapState())')
   const byName = new Map<string, StateDefinition>()
   for (const def of states) {
@@ -84,4 +117,18 @@ export function resolveStoreOptions(options: PartitionStoreOptions): { path: str
     byName.set(def.name, def)
   }
   return { path, create, resolved, byName }
+}
+
+/** What a LevelDB opens with: the explicit sizes, else the budget's share. */
+export function levelOptionsOf(explicit: ExplicitSizes, share: StoreShare): LevelOptions {
+  return {
+    cacheSize: explicit.cacheSize ?? share.cacheSize,
+    writeBufferSize: explicit.writeBufferSize ?? share.writeBufferSize,
+    maxOpenFiles: explicit.maxOpenFiles ?? share.maxOpenFiles,
+  }
+}
+
+/** What of an open LevelDB counts in the budget: its memtable (twice: a full one is written out while the next fills) and block cache, unless given explicitly. */
+export function budgetedBytes(explicit: ExplicitSizes, level: LevelOptions): number {
+  return (explicit.writeBufferSize === undefined ? 2 * level.writeBufferSize : 0) + (explicit.cacheSize === undefined ? level.cacheSize : 0)
 }

@@ -12,8 +12,8 @@ export interface TransactionHost {
   /** Whether a point read is served now rather than after a quiesce. */
   readable(): boolean
   quiescedError(): Error
-  /** Ids of a state's string keys, kept by the store across transactions; transactions bound its size. */
-  keyIds(def: StateDefinition): Map<string, string>
+  /** Ids of a state's string keys, kept by the store across transactions, and how many a transaction may add it up to (its budget share). */
+  keyIds(def: StateDefinition): { ids: Map<string, string>; max: number }
   /** Whether the value cache may hold this state's values: false for an uncachedState() (by the definition the store was opened with). */
   caches(def: StateDefinition): boolean
   cached(id: string): unknown
@@ -26,8 +26,10 @@ export interface TransactionHost {
   commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions, versions?: ReadonlySet<StateDefinition>): Promise<void>
 }
 
-/** Most string-key ids the store keeps per state (TransactionHost.keyIds). */
+/** Most string-key ids a store keeps per state (TransactionHost.keyIds), however large its value cache. */
 export const MAX_KEY_IDS = 16_384
+/** Value cache bytes per kept key id: a store keeps valueCacheBytes / KEY_ID_BYTES ids per state, at most MAX_KEY_IDS. */
+export const KEY_ID_BYTES = 256
 
 /** Returned by TransactionHost.cached when the store does not hold the value. */
 export const NOT_CACHED: unique symbol = Symbol('tidemark.notCached')

@@ -7,7 +7,7 @@ import { keyBytes, mapKeyPrefix, prefixEnd, type KeyInput } from './keys.js'
 import type { Position } from './position.js'
 import type { MapState, StateDefinition, ValueState } from './state.js'
 import { describeValue } from '../util/describe-value.js'
-import { type ByteRange, type CommitOptions, MAX_KEY_IDS, type MapView, NOT_CACHED, type PendingWrite, type ScanOptions, type TransactionHost, type ValueView, keyOfId, pendingBytes } from './transaction-types.js'
+import { type ByteRange, type CommitOptions, type MapView, NOT_CACHED, type PendingWrite, type ScanOptions, type TransactionHost, type ValueView, keyOfId, pendingBytes } from './transaction-types.js'
 import { describeKey, jsonExact, jsonText, parseJson, settle, successor } from './transaction-util.js'
 import { decodeVersioned, splitText, upgradeValue, type Versioning } from './versioning.js'
 
@@ -123,10 +123,11 @@ export class Transaction {
     const asciiOf = (key: K, id: string): boolean => asciiPrefix && typeof key === 'string' && id.length === prefixId.length + key.length
     // Ids of string keys, kept by the store across transactions: a kept id
     // string is hashed once, where an id built per event is a new string
-    // that every map lookup must flatten and hash again. The first MAX_KEY_IDS
-    // keys are kept; the map is never cleared, which churned when a stream
-    // had more keys than that.
-    const ids = this.#host.keyIds(def as StateDefinition)
+    // that every map lookup must flatten and hash again. The first `maxIds`
+    // keys are kept (MAX_KEY_IDS, or fewer on a small budget share); the
+    // map is not cleared when full, which churned when a stream had more
+    // keys than that.
+    const { ids, max: maxIds } = this.#host.keyIds(def as StateDefinition)
     // The last string key's id: a read-modify-write asks for it twice.
     let lastKey: string | undefined
     let lastId = ''
@@ -136,7 +137,7 @@ export class Transaction {
       let id = ids.get(key)
       if (id === undefined) {
         id = asciiId(prefixId, key, max) ?? prefixId + bufferId(keyBytes(key, `key of state ${def.name}`, max))
-        if (ids.size < MAX_KEY_IDS) ids.set(key, id)
+        if (ids.size < maxIds) ids.set(key, id)
       }
       lastKey = key
       lastId = id

@@ -5,3 +5,4 @@ export { fdClose, fdOpen, fdSync, fsyncAndClose, fsyncDir, sha256File } from './
 export { sleep } from './sleep.js'
 export { describeValue, printable } from './describe-value.js'
 export { Registry } from './registry.js'
+export { requireOptionalPeer } from './optional-peer.js'

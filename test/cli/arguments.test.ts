@@ -12,7 +12,7 @@ const rel = (path: string): string => relative(process.cwd(), path)
 
 describe('relative paths', () => {
   it('every command that takes a path resolves a relative one against the working directory', async () => {
-    const { dir, store, url, log } = await fixture()
+    const { dir, store, url, log, snapshotIds } = await fixture()
     const P = ['--job', 'j', '--partition', '0']
     expect(rel(log)).not.toMatch(/^\//)
 
@@ -37,27 +37,49 @@ describe('relative paths', () => {
     expect(restored).toMatchObject({ code: 0 })
     expect(JSON.parse(restored.stdout)).toMatchObject({ target: join(dir, 'restored'), source: 'snapshot' })
 
+    // A snapshot store as a directory path, relative too: the same as its file:// URL.
+    const snapshotsDir = rel(join(dir, 'snapshots'))
+    expect(snapshotsDir).not.toMatch(/^(\/|file:)/)
+    const byUrl = async (...argv: string[]) => (await tidemark(...argv.map((a) => (a === snapshotsDir ? url : a)))).stdout
+    const storeCommands: string[][] = [
+      ['jobs', snapshotsDir], ['snapshots', 'list', snapshotsDir, ...P], ['snapshots', 'show', snapshotsDir, snapshotIds[0]!, ...P, '--json'],
+      ['snapshots', 'verify', snapshotsDir, snapshotIds[1]!, ...P, '--json'], ['gc', snapshotsDir, ...P, '--dry-run', '--json'],
+      ['state', 'dump', snapshotsDir, ...P], ['state', 'get', snapshotsDir, 'a', '--state', 'counts', ...P, '--snapshot', snapshotIds[1]!],
+    ]
+    for (const argv of storeCommands) {
+      const result = await tidemark(...argv)
+      expect(result, argv.join(' ')).toMatchObject({ code: 0 })
+      expect(result.stdout, argv.join(' ')).not.toBe('')
+      expect(result.stdout, argv.join(' ')).toBe(await byUrl(...argv))
+    }
+    const fromDir = await tidemark('restore', snapshotsDir, ...P, '--target', rel(join(dir, 'restored-from-dir')), '--json')
+    expect(JSON.parse(fromDir.stdout)).toMatchObject({ target: join(dir, 'restored-from-dir'), source: 'snapshot', snapshot: { id: snapshotIds[0] } })
+    // A mistyped directory fails as a mistyped file:// URL does, and creates nothing.
+    expect(await tidemark('snapshots', 'list', rel(join(dir, 'nothing')), ...P)).toMatchObject({ code: 1, stderr: expect.stringMatching(/^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: /) })
+    expect(existsSync(join(dir, 'nothing'))).toBe(false)
+
     // replay: its store (--path), handler, source log and outputs.
-    const replay = await tidemark('replay', '--job', 'r', '--handler', rel(handlerModule(dir)), '--path', rel(join(dir, 'replay')), '--snapshots', url,
+    const replay = await tidemark('replay', '--job', 'r', '--handler', rel(handlerModule(dir)), '--path', rel(join(dir, 'replay')), '--snapshots', snapshotsDir,
       '--log', rel(log), '--topic', 't', '--partition', '0', '--to', '9', '--output', rel(join(dir, 'out')), '--json')
     expect(replay, replay.stderr).toMatchObject({ code: 0 })
     expect(JSON.parse(replay.stdout)).toMatchObject({ job: 'r', events: 10 })
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(['replay']))
+    expect(JSON.parse((await tidemark('jobs', url, '--json')).stdout)).toContainEqual(expect.objectContaining({ job: 'r' }))
   })
 })
 
 describe('malformed arguments are usage errors (exit 2)', () => {
-  it('--partition must be a non-negative integer, for every command that takes it', async () => {
+  it('--partition must be a partition number or a consumer group\'s <topic>-<partition>, for every command that takes it', async () => {
     const { dir, url } = await fixture()
     const commands = [
       ['snapshots', 'list', url], ['snapshots', 'show', url, '0000000001-000000000001'], ['snapshots', 'verify', url],
       ['restore', url, '--target', join(dir, 'restored')], ['gc', url, '--dry-run'], ['state', 'dump', url],
     ]
     for (const argv of commands) {
-      for (const partition of ['abc', '-1', '1.5', '0x1', '']) {
+      for (const partition of ['abc', '-1', '1.5', '0x1', '', 'src-', '../x', '../x-1', 'src-5/x', '.-1', 'src-1.5', 'a b-1']) {
         const result = await tidemark(...argv, '--job', 'j', `--partition=${partition}`)
         expect(result, `${argv.join(' ')} --partition=${partition}`).toMatchObject({ code: 2, stdout: '' })
-        expect(result.stderr).toMatch(partition === '' ? /^tidemark: --partition must not be empty\nusage:\n/ : /^tidemark: --partition must be a non-negative integer, got "[^"]*"\nusage:\n/)
+        expect(result.stderr).toMatch(partition === '' ? /^tidemark: --partition must not be empty\nusage:\n/ : /^tidemark: --partition must be a partition as `tidemark jobs` lists it: a number \(0\), or a consumer group's <topic>-<partition> \(orders-3\), got "[^"]*"\nusage:\n/)
       }
     }
     expect(readdirSync(dir)).not.toContain('restored')

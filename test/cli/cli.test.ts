@@ -30,6 +30,7 @@ it('the bin exits 0, 2 and 1 as documented, with errors on stderr', async () => 
   await Promise.all([
     expect(cli(['--version'])).resolves.toEqual({ stdout: `${version}\n`, stderr: '' }),
     expect(cli(['restore', 'file:///nowhere', '--job', 'j'])).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^tidemark: missing --partition\nusage:\n/) }),
+    expect(cli(['snapshot', 'list', 'file:///nowhere', '--job', 'j', '--partition', '0'])).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^tidemark: unknown command "snapshot"; did you mean "snapshots"\?\nusage:\n/) }),
     // A failed command: one line and no usage.
     expect(cli(['snapshots', 'list', missing, '--job', 'j', '--partition', '0'])).rejects.toMatchObject({
       code: 1, stdout: '', stderr: expect.stringMatching(/^tidemark: TIDEMARK_DFS_STORE_NOT_FOUND: [^\n]*\n$/),
@@ -78,7 +79,12 @@ describe('usage', () => {
     const cases: [string[], string | RegExp][] = [
       [['positions', dir, '--bogus'], "Unknown option '--bogus'"],
       [['snapshots', 'list', url, '--job', 'j', '--partition'], "Option '--partition <value>' argument missing"],
-      [['frobnicate', dir], 'unknown command "frobnicate"'],
+      [['frobnicate', dir], 'unknown command "frobnicate"\nusage:'],
+      [['snapshot', 'list', url, '--job', 'j', '--partition', '0'], 'unknown command "snapshot"; did you mean "snapshots"?\nusage:'],
+      [['Jobs', url], 'unknown command "Jobs"; did you mean "jobs"?\nusage:'],
+      [['restor', url], 'unknown command "restor"; did you mean "restore"?\nusage:'],
+      [['snapshots', 'lsit', url], 'unknown snapshots subcommand "lsit"; did you mean "list"?; expected list, show, verify'],
+      [['state', 'dmup', url], 'unknown state subcommand "dmup"; did you mean "dump"?; expected get, dump'],
       [['toString', dir], 'unknown command "toString"'],
       [['--bogus'], 'unknown option "--bogus" before the command'],
       [['positions', dir, 'extra'], 'unexpected argument "extra"'],
@@ -95,7 +101,8 @@ describe('usage', () => {
       [['snapshots', 'show', url, '--job', 'j', '--partition', '0'], 'missing <ID>'],
       [['state', 'get', dir, '--state', 's'], 'missing <KEY>'],
       [['state', 'get', dir, 'k'], 'missing --state'],
-      [['state', 'dump', dir, '--job', 'j'], '--job is for a snapshot store URL source, not a store directory'],
+      [['state', 'dump', dir, '--snapshot', '0000000001-000000000001'], '--snapshot is for a snapshot store source (with --job and --partition), not a store directory'],
+      [['state', 'dump', dir, '--job', 'j'], 'missing --partition'],
       [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset=-1', '--log', dir, '--topic', 't', '--handler', 'h.mjs'], '--offset must be a non-negative integer, got "-1"'],
       [['state', 'dump', url, '--job', 'j', '--partition', '0', '--offset', '5', '--topic', 't', '--handler', 'h.mjs'], 'missing --log'],
       [['state', 'dump', url, '--job', 'j', '--partition', '0', '--log', dir], '--log goes with --offset'],

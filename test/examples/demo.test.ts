@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process'
-import { rmSync } from 'node:fs'
+import { execFile, spawn } from 'node:child_process'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { expect, it } from 'vitest'
@@ -8,6 +8,44 @@ import { randomName } from '../helpers/tmp.js'
 
 const run = promisify(execFile)
 const demo = join(import.meta.dirname, '../../examples/demo/main.ts')
+const root = join(import.meta.dirname, '../..')
+
+/**
+ * Runs the demo as `npm start` does in a process group of its own, waits for
+ * the line `until` matches, then sends `signal` to the whole group as a
+ * terminal's Ctrl-C does (`group`), or to the demo's process alone as
+ * `kill PID` does.
+ */
+async function interruptDemo(args: string[], until: RegExp, signal: NodeJS.Signals, group: boolean): Promise<{ code: number | null; stdout: string; stderr: string; dir: string; groupGone: boolean }> {
+  // Node itself, not the tsx command: tsx relays a signal to its child and
+  // SIGKILLs it unless the child acknowledges within 30 ms, which a loaded
+  // machine misses, and the demo would not get to clean up.
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start
+  expect(start).toBe('node --import tsx examples/demo/main.ts')
+  const child = spawn(process.execPath, ['--import', 'tsx', demo, ...args], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString() })
+  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString()
+      if (until.test(stdout)) resolve()
+    })
+    void closed.then(() => reject(new Error(`the demo ended before printing ${until}: ${stdout}${stderr}`)))
+  })
+  if (group) process.kill(-child.pid!, signal)
+  else child.kill(signal)
+  const code = await closed
+  let groupGone = false
+  try {
+    process.kill(-child.pid!, 0)
+  } catch (err) {
+    groupGone = (err as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+  const dir = /^working directory: (\S+)/m.exec(stdout)![1]!
+  return { code, stdout, stderr, dir, groupGone }
+}
 
 it('the demo (npm start) survives a SIGKILL and prints "verified" on embedded defaults', async () => {
   const { stdout } = await run(process.execPath, ['--import', 'tsx', demo, '--events', '30000'])
@@ -66,3 +104,26 @@ it('the demo prints its usage on --help, and refuses a bad option with one line 
     await expect(failed, args.join(' ')).rejects.toMatchObject({ stderr: expect.stringContaining(`demo: ${message}`) })
   }))
 })
+
+it('Ctrl-C while a worker runs: the worker is stopped, the working directory removed, the demo says so and exits 130', async () => {
+  const r = await interruptDemo(['--events', '100000'], /^owner 1: started .*\n/m, 'SIGINT', true)
+  expect(r.stderr).toBe(`demo: interrupted by SIGINT; removed ${r.dir}\n`)
+  expect(r.code).toBe(130)
+  expect(r.stdout).not.toContain('verified')
+  expect(existsSync(r.dir)).toBe(false)
+  // No worker left behind in the terminal's process group.
+  expect(r.groupGone).toBe(true)
+}, 120_000)
+
+it('SIGTERM to the demo alone while it generates the log, with --keep: the directory is kept and named, exit 143', async () => {
+  const r = await interruptDemo(['--events', '30000', '--keep'], /^generating .*\n/m, 'SIGTERM', false)
+  try {
+    expect(r.stderr).toBe(`demo: interrupted by SIGTERM; kept ${r.dir} (--keep)\n`)
+    expect(r.code).toBe(143)
+    expect(r.stdout).not.toContain('owner 1')
+    expect(existsSync(r.dir)).toBe(true)
+    expect(r.groupGone).toBe(true)
+  } finally {
+    rmSync(r.dir, { recursive: true, force: true })
+  }
+}, 120_000)

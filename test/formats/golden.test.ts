@@ -36,7 +36,7 @@ describe('v1 format samples', () => {
   })
 
   it('claims read and serialized again are byte for byte the samples', async () => {
-    for (const [path, partition] of [[join('snapshot-store', new SnapshotLayout(JOB, 0).claimKey), '0'], ['claim-held.json', '1']] as const) {
+    for (const [path, partition] of [[join('snapshot-store', new SnapshotLayout(JOB, 0).claimKey), '0'], ['claim-held.json', '1'], ['claim-process.json', '1']] as const) {
       const bytes = await readFile(join(GOLDEN_DIR, path))
       const parsed = parseClaim(bytes, JOB, partition)
       if (!('record' in parsed)) throw new Error(`${path}: ${parsed.problem}`)

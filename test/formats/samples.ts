@@ -87,7 +87,8 @@ export const SAMPLES = {
   'partition-store': readPartitionStore,
   'sync-log': readSyncLog,
   'output-log': readOutputLog,
-  'claim-held': readHeldClaim,
+  'claim-held': (golden: string) => readHeldClaim(golden),
+  'claim-process': (golden: string) => readHeldClaim(golden, 'claim-process.json'),
 } as const satisfies Record<string, (golden: string, work: string) => Promise<Plain>>
 
 export type SampleName = keyof typeof SAMPLES
@@ -284,7 +285,7 @@ async function readOutputLog(golden: string, work: string): Promise<Plain> {
 }
 
 /** A claim with a lease, renewed, of a consumer group's generation (partition 1: the snapshot store sample holds partition 0's released one). */
-async function readHeldClaim(golden: string): Promise<Plain> {
-  const parsed = parseClaim(await readFile(join(golden, 'claim-held.json')), JOB, '1')
+async function readHeldClaim(golden: string, file = 'claim-held.json'): Promise<Plain> {
+  const parsed = parseClaim(await readFile(join(golden, file)), JOB, '1')
   return plain('record' in parsed ? parsed.record : parsed)
 }

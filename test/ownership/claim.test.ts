@@ -97,7 +97,7 @@ for (const backend of backends) {
       expect(stored).toEqual({ etag: claim.etag, record: claim.record })
       expect(JSON.parse((await readAll(await store.get(claim.key))).toString())).toEqual({
         format: 'tidemark-claim/1', job: 'job', partition: '0', epoch: 42,
-        owner: { id: claim.owner.id, name: 'worker-a', host: expect.any(String), pid: process.pid },
+        owner: { id: claim.owner.id, name: 'worker-a', host: expect.any(String), pid: process.pid, bootId: expect.any(String), pidNamespace: expect.any(String), startTime: expect.any(Number) },
         leaseMs: 30_000, leaseUntil: clock.now() + 30_000, generation: 7, takenAt: clock.now(),
       })
       expect(claim.owner.id).toMatch(/^[0-9a-f]{16}$/)

@@ -37,3 +37,33 @@ describe('without the optional AWS SDK', () => {
     expect(r.stderr).toBe('tidemark: TIDEMARK_DFS_CLIENT_MISSING: s3:// snapshot stores need the AWS SDK, an optional peer dependency of tidemark that is not installed: npm install @aws-sdk/client-s3\n')
   })
 })
+
+// tidemark/kafka and tidemark/prometheus take their peer's values from one
+// module each (connectors/kafka/kafkajs.ts, connectors/prometheus/prom-client.ts),
+// which says what to install; a static import of the peer would fail first,
+// with Node's bare module-not-found. npm run test:package checks the same,
+// through import and require(), in a fresh app without the peers
+// (test/package/pack.package.ts).
+describe.each([
+  { peer: 'kafkajs', entry: 'tidemark/kafka', dir: 'kafka', code: 'TIDEMARK_KAFKA_CLIENT_MISSING' },
+  { peer: 'prom-client', entry: 'tidemark/prometheus', dir: 'prometheus', code: 'TIDEMARK_PROMETHEUS_CLIENT_MISSING' },
+])('without the optional $peer', ({ peer, entry, dir: connector, code }) => {
+  const message = `${entry} needs ${peer}, an optional peer dependency of tidemark that is not installed: npm install ${peer}`
+  const index = join(root, 'connectors', connector, 'index.ts')
+
+  it(`import('${entry}') fails with ${code} naming what to install`, async () => {
+    const dir = tempDir()
+    const main = join(dir, 'main.mts')
+    await writeFile(main, `
+      await import('${pathToFileURL(index).href}').catch((e) => {
+        console.log(e.code, e.retriable, e.details.package, e.cause?.code)
+        console.log(e.message)
+      })
+    `)
+    const r = await withoutPackage(peer, [main])
+    expect(r.stderr).toBe('')
+    const [codes, said] = r.stdout.split('\n')
+    expect(codes!.split(' ')).toEqual([code, 'false', peer, 'MODULE_NOT_FOUND'])
+    expect(said).toBe(message)
+  })
+})

@@ -772,3 +772,25 @@ describe('synchronous reads and holds', () => {
   })
 })
 
+
+describe('leveldbProperty', () => {
+  it("gives LevelDB's own figures of the store, refuses other names, and follows the store's life", async () => {
+    const path = join(tempDir(), 's')
+    const store = await openStore({ path })
+    const level = (n: number): number => Number(store.leveldbProperty(`leveldb.num-files-at-level${n}`))
+    expect([0, 1, 2, 3, 4, 5, 6].map(level)).toEqual([0, 0, 0, 0, 0, 0, 0])
+    const tx = store.transaction()
+    for (let i = 0; i < 100; i++) tx.value(counts).put(`k${i}`, i)
+    await tx.commit({ topic: T, partition: 0, offset: 0n })
+    await store.flush()
+    // The flushed memtable is one table file, at whatever level LevelDB put it.
+    expect([0, 1, 2, 3, 4, 5, 6].map(level).reduce((a, b) => a + b)).toBe(1)
+    expect(store.leveldbProperty('leveldb.stats')).toContain('Compactions')
+    expect(Number(store.leveldbProperty('leveldb.approximate-memory-usage'))).toBeGreaterThan(0)
+    for (const bad of ['leveldb.num-files-at-level7', 'rocksdb.stats', '', 42]) {
+      expect(() => store.leveldbProperty(bad as string)).toThrow(RangeError)
+    }
+    await store.close()
+    expect(() => store.leveldbProperty('leveldb.stats')).toThrow(expect.objectContaining({ code: 'TIDEMARK_STORE_CLOSED' }) as Error)
+  })
+})

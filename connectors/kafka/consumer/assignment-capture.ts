@@ -11,7 +11,7 @@
  * names, where the member's GROUP_JOIN handler takes it. Assignments of
  * other assignors carry no such userData and are left alone.
  */
-import { AssignerProtocol } from 'kafkajs'
+import { AssignerProtocol } from '../kafkajs.js'
 import { decodeAssignmentInfo, type AssignmentInfo } from './assignor-metadata.js'
 
 /** Assignments decoded and not taken yet, by member id; bounded, since a plain kafkajs consumer of this process never takes its own. */

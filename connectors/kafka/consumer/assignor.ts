@@ -1,4 +1,5 @@
-import { AssignerProtocol, type PartitionAssigner } from 'kafkajs'
+import type { PartitionAssigner } from 'kafkajs'
+import { AssignerProtocol } from '../kafkajs.js'
 import { describeValue } from '../../../src/util/index.js'
 import {
   decodeAssignmentInfo,

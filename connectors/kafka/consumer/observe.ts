@@ -26,6 +26,13 @@ export function observeConsumerEvent<K extends keyof StatefulConsumerEvents>(log
       logger.error({ job, topic: f.topic, partition: f.partition, ...errorFields(f.error) }, 'partition stopped; it stays paused until the group moves it')
       return
     }
+    case 'ownership': {
+      const { event: o, ...tp } = payload as StatefulConsumerEvents['ownership'][0]
+      if (o.type !== 'holder-dead') return
+      if (metricsChannels.ownership.hasSubscribers) metricsChannels.ownership.publish({ job, partition: key(tp), event: 'holder-dead' })
+      logger.warn({ job, topic: tp.topic, partition: tp.partition, holder: o.holder.name, holderEpoch: o.epoch, pid: o.pid, reason: o.reason }, 'partition claim taken at once: its holder on this host is proven dead')
+      return
+    }
     case 'partition-closed': {
       const c = payload as StatefulConsumerEvents['partition-closed'][0]
       logger.info({ job, topic: c.topic, partition: c.partition, reason: c.reason, position: offsetField(c.position), handoff: c.handoff?.id, handoffFailed: c.handoffFailed, handoffMs: Math.round(c.handoffMs) }, 'partition closed')

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
-import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type EachBatchPayload, type IHeaders, type PartitionAssigner, type Producer } from 'kafkajs'
+import type { Admin, Consumer, EachBatchPayload, IHeaders, PartitionAssigner, Producer } from 'kafkajs'
+import { Kafka, Partitioners, logLevel } from '../kafkajs.js'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { describeValue } from '../../../src/util/index.js'
@@ -58,7 +59,7 @@ export interface StatefulConsumerEvents {
   restore: [TopicPartition & { event: RestoreEvent }]
   /** A partition's outputs: delivered, delivery-failed, outbox-full, outbox-resumed, duplicate-skipped (docs/outputs.md). */
   outputs: [TopicPartition & { event: OutputsEvent }]
-  /** A partition's claim: a failed release, the claim lost to another owner (docs/ownership.md). */
+  /** A partition's claim: taken from a holder proven dead, a failed release, the claim lost to another owner (docs/ownership.md). */
   ownership: [TopicPartition & { event: OwnershipEvent }]
   /** A standby copy of a partition (options.standbys): synced to a new snapshot, a snapshot skipped, a sync failed. */
   standby: [TopicPartition & { event: SnapshotFollowerEvent }]

@@ -1,4 +1,5 @@
-import { Kafka, Partitioners, logLevel, type KafkaConfig, type Message, type Producer } from 'kafkajs'
+import type { KafkaConfig, Message, Producer } from 'kafkajs'
+import { Kafka, Partitioners, logLevel } from '../kafkajs.js'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { eachEncodedRecord, type EncodedRecords, type OutboxRecord, type OutputSink } from '../../../src/outputs/index.js'

@@ -1,7 +1,7 @@
 import type { SnapshotStore } from '../../snapshot-store/snapshot-store.js'
 import { collectGarbage } from '../../snapshot/gc.js'
 import { SNAPSHOT_DEFAULTS } from '../../snapshot/options.js'
-import { EXIT, help, int, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, print, withSnapshotStore, type CliIO, type Command } from '../context.js'
+import { EXIT, help, int, JSON_OPTION, layoutOf, noMore, PARTITION_OPTIONS, parse, print, snapshotStoreArg, withSnapshotStore, type CliIO, type Command } from '../context.js'
 import { holdingsHint } from '../holdings.js'
 
 const USAGE = `usage:
@@ -39,7 +39,7 @@ export const gc: Command = {
     const parsed = parse(argv, { ...PARTITION_OPTIONS, ...JSON_OPTION, retain: { type: 'string' }, 'grace-ms': { type: 'string' }, 'dry-run': { type: 'boolean' } })
     if (parsed === undefined) return help(io, USAGE)
     const { positionals: [arg, ...extra], values } = parsed
-    const url = need(arg, '<snapshot-store-url>')
+    const url = snapshotStoreArg(arg)
     noMore(extra)
     const layout = layoutOf(values)
     // At least 1: gc with nothing retained would delete every snapshot.
@@ -50,7 +50,7 @@ export const gc: Command = {
       const collected = await collectGarbage(dryRun ? dryRunView(store) : store, layout, { retain, graceMs, now: Date.now(), protect: new Set(), cache: new Map() })
       // No manifest at all: a mistyped --job or --partition more likely than a partition without snapshots.
       if (collected.retained.length === 0 && collected.unverified.length === 0 && collected.deletedManifests.length === 0) {
-        io.stderr.write(`tidemark: no snapshots of ${layout.job}/${layout.partition}; ${await holdingsHint(store, url)}\n`)
+        io.stderr.write(`tidemark: no snapshots of ${layout.job}/${layout.partition}; ${await holdingsHint(store, url, layout)}\n`)
       }
       return collected
     })

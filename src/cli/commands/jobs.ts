@@ -1,4 +1,4 @@
-import { EXIT, help, JSON_OPTION, need, noMore, parse, print, table, withSnapshotStore, type Command } from '../context.js'
+import { EXIT, help, JSON_OPTION, noMore, parse, print, snapshotStoreArg, table, withSnapshotStore, type Command } from '../context.js'
 import { listPartitions } from '../holdings.js'
 
 const USAGE = `usage:
@@ -18,7 +18,7 @@ export const jobs: Command = {
     const parsed = parse(argv, { ...JSON_OPTION, region: { type: 'string' } })
     if (parsed === undefined) return help(io, USAGE)
     const { positionals: [arg, ...extra], values } = parsed
-    const url = need(arg, '<snapshot-store-url>')
+    const url = snapshotStoreArg(arg)
     noMore(extra)
     const held = await withSnapshotStore(url, values.region, io, listPartitions)
     print(io, values.json, held, () => held.length === 0

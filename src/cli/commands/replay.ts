@@ -27,7 +27,7 @@ import type { Registry } from '../../util/index.js'
 import type { ReplayHandler, ReplayProgress, ReplayStart } from '../../replay/options.js'
 import { replayJob, type ReplayResult } from '../../replay/replay-job.js'
 import { SNAPSHOT_ID, SnapshotLayout } from '../../snapshot/layout.js'
-import type { Command } from '../context.js'
+import { storeUrlOf, type Command } from '../context.js'
 
 export const REPLAY_USAGE = `usage:
   tidemark replay --job NEW_JOB --handler MODULE --path DIR --snapshots URL
@@ -45,7 +45,8 @@ export const REPLAY_USAGE = `usage:
                         as its default export) and optionally codec; handler(tx, event, ctx)
                         may call ctx.emit({ topic, key, value }) when --output is given
   --path DIR            the replay's local partition store
-  --snapshots URL       the replay's snapshot store (file:///abs/path or s3://bucket/prefix?endpoint=...)
+  --snapshots URL       the replay's snapshot store (a directory, relative paths from the working
+                        directory, file:///abs/path or s3://bucket/prefix?endpoint=...)
   --log / --brokers     the source: an embedded file log (a directory, relative paths from the
                         working directory, or a file:/// URL), or Kafka (--topic's partition --partition)
   --start-snapshot ID   start from this snapshot of --start-job (in --start-snapshots, default --snapshots)
@@ -207,8 +208,8 @@ function parseCommandLine(argv: string[]): CommandLine | 'help' {
     job: jobArg(need(v.job, '--job'), '--job'),
     handler: need(v.handler, '--handler'),
     path: resolve(need(v.path, '--path')),
-    snapshots: need(v.snapshots, '--snapshots'),
-    startSnapshots: v['start-snapshots'],
+    snapshots: storeUrlOf(need(v.snapshots, '--snapshots')),
+    startSnapshots: v['start-snapshots'] === undefined ? undefined : storeUrlOf(need(v['start-snapshots'], '--start-snapshots')),
     source: v.log !== undefined ? { kind: 'file', dir: fileUrl(v.log, '--log') } : { kind: 'kafka', brokers: brokerList(v.brokers!, '--brokers') },
     topic: need(v.topic, '--topic'),
     partition: intArg(need(v.partition, '--partition'), '--partition', 0),
@@ -286,10 +287,9 @@ async function kafka<T>(registry: Registry<T>): Promise<T | undefined> {
   try {
     return await registry.load('kafka', 'tidemark/kafka')
   } catch (err) {
-    // kafkajs is an optional peer dependency: without it Node's
-    // module-not-found names a package the user never asked for.
-    const e = err as NodeJS.ErrnoException
-    if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !/'kafkajs'/.test(String(e.message))) throw err
+    // kafkajs is an optional peer dependency: tidemark/kafka says so
+    // (connectors/kafka/kafkajs.ts); this names the options that need it.
+    if (!isTidemarkError(err, 'TIDEMARK_KAFKA_CLIENT_MISSING')) throw err
     throw new TidemarkError('TIDEMARK_KAFKA_CLIENT_MISSING', 'Kafka sources and outputs (--brokers, --output-brokers) need kafkajs, an optional peer dependency of tidemark that is not installed: npm install kafkajs', { cause: err, details: { package: 'kafkajs' } })
   }
 }

@@ -3,7 +3,7 @@ import { basename, dirname, join } from 'node:path'
 import { restoreSnapshot } from '../../snapshot/restore/index.js'
 import { onInterrupt, removeNow } from '../cleanup.js'
 import {
-  EXIT, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, positionsText, print, snapshotIdArg, withSnapshotStore, type Command,
+  EXIT, help, JSON_OPTION, layoutOf, noMore, PARTITION_OPTIONS, parse, pathArg, positionsText, print, snapshotIdArg, snapshotStoreArg, withSnapshotStore, type Command,
 } from '../context.js'
 import { explainNotFound } from '../holdings.js'
 import { progressReporter } from '../progress.js'
@@ -27,7 +27,7 @@ export const restore: Command = {
     })
     if (parsed === undefined) return help(io, USAGE)
     const { positionals: [arg, ...extra], values } = parsed
-    const url = need(arg, '<snapshot-store-url>')
+    const url = snapshotStoreArg(arg)
     noMore(extra)
     const layout = layoutOf(values)
     const target = pathArg(values.target, '--target')

@@ -4,7 +4,7 @@ import { listManifests, readManifest, type ManifestRef } from '../../snapshot/ca
 import type { SnapshotLayout } from '../../snapshot/layout.js'
 import type { SnapshotManifest } from '../../snapshot/manifest.js'
 import {
-  EXIT, group, help, JSON_OPTION, layoutOf, need, noMore, PARTITION_OPTIONS, parse, positionsText, print, snapshotIdArg, table, UsageError, withSnapshotStore, type CliIO,
+  EXIT, group, help, JSON_OPTION, layoutOf, noMore, PARTITION_OPTIONS, parse, positionsText, print, snapshotIdArg, snapshotStoreArg, table, UsageError, withSnapshotStore, type CliIO,
 } from '../context.js'
 import { holdingsHint } from '../holdings.js'
 import { progressReporter } from '../progress.js'
@@ -31,7 +31,7 @@ async function findRef(store: SnapshotStore, url: string, layout: SnapshotLayout
   const refs = await listManifests(store, layout)
   const ref = refs.find((r) => r.id === id)
   if (ref === undefined) {
-    const hint = refs.length === 0 ? `; ${layout.job}/${layout.partition} has no snapshots: ${await holdingsHint(store, url)}` : ''
+    const hint = refs.length === 0 ? `; ${layout.job}/${layout.partition} has no snapshots: ${await holdingsHint(store, url, layout)}` : ''
     throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `snapshot ${id} of ${layout.job}/${layout.partition} does not exist${hint}`, { details: { id, skipped: [] } })
   }
   return ref
@@ -41,7 +41,7 @@ async function list(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, OPTIONS)
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, ...extra], values } = parsed
-  const url = need(arg, '<snapshot-store-url>')
+  const url = snapshotStoreArg(arg)
   noMore(extra)
   const layout = layoutOf(values)
   const listed = await withSnapshotStore(url, values.region, io, async (store) => {
@@ -55,7 +55,7 @@ async function list(argv: string[], io: CliIO): Promise<number> {
       }
     }
     // On stderr: --json's stdout stays the (empty) list.
-    if (out.length === 0) io.stderr.write(`tidemark: ${await holdingsHint(store, url)}\n`)
+    if (out.length === 0) io.stderr.write(`tidemark: ${await holdingsHint(store, url, layout)}\n`)
     return out
   })
   print(io, values.json, listed, () => listed.length === 0
@@ -70,7 +70,7 @@ async function show(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, OPTIONS)
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, idArg, ...extra], values } = parsed
-  const url = need(arg, '<snapshot-store-url>')
+  const url = snapshotStoreArg(arg)
   const id = snapshotIdArg(idArg, '<ID>')
   noMore(extra)
   const layout = layoutOf(values)
@@ -92,7 +92,7 @@ async function verify(argv: string[], io: CliIO): Promise<number> {
   const parsed = parse(argv, { ...OPTIONS, all: { type: 'boolean' } })
   if (parsed === undefined) return help(io, USAGE)
   const { positionals: [arg, id, ...extra], values } = parsed
-  const url = need(arg, '<snapshot-store-url>')
+  const url = snapshotStoreArg(arg)
   noMore(extra)
   if (id !== undefined && values.all === true) throw new UsageError(`give either <ID> or --all, not both`)
   if (id !== undefined) snapshotIdArg(id, '<ID>')
@@ -102,7 +102,7 @@ async function verify(argv: string[], io: CliIO): Promise<number> {
     if (id !== undefined) refs = [await findRef(store, url, layout, id)]
     else {
       refs = await listManifests(store, layout)
-      if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `no snapshots of ${layout.job}/${layout.partition} to verify; ${await holdingsHint(store, url)}`, { details: { skipped: [] } })
+      if (refs.length === 0) throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `no snapshots of ${layout.job}/${layout.partition} to verify; ${await holdingsHint(store, url, layout)}`, { details: { skipped: [] } })
       if (values.all !== true) refs = refs.slice(0, 1)
     }
     const progress = await progressReporter(io, 'verify', 'bytes')

@@ -9,7 +9,7 @@ import type { Codec } from '../../store/codec.js'
 import type { PartitionStore } from '../../store/partition-store.js'
 import type { StateDefinition } from '../../store/state.js'
 import {
-  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, snapshotIdArg, UsageError, withSnapshotStore, writeLine, type CliIO,
+  bigintOf, EXIT, group, help, json, layoutOf, need, noMore, PARTITION_OPTIONS, parse, pathArg, snapshotIdArg, snapshotStoreArg, URL_ARG, UsageError, withSnapshotStore, writeLine, type CliIO,
 } from '../context.js'
 import { withTempDir } from '../cleanup.js'
 import { explainNotFound, holdingsHint } from '../holdings.js'
@@ -51,9 +51,6 @@ const SOURCE_OPTIONS = {
 
 type SourceValues = { [K in keyof typeof SOURCE_OPTIONS]?: string | undefined }
 
-/** A URL (file:, s3:) rather than a directory: a scheme of two or more letters. */
-const URL_SOURCE = /^[a-z][a-z0-9+.-]+:/i
-
 /** What a --handler module must export. */
 interface HandlerModule {
   handler: EventHandler<unknown>
@@ -82,15 +79,21 @@ async function loadHandler(path: string): Promise<HandlerModule> {
  * temporary directory, removed afterwards: nothing is created at the source.
  */
 async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn: (store: PartitionStore) => Promise<T>): Promise<T> {
-  if (!URL_SOURCE.test(source)) {
+  // A path with --job or --partition is a snapshot store's directory; without them, a partition store's.
+  if (!URL_ARG.test(source) && values.job === undefined && values.partition === undefined) {
     for (const name of Object.keys(SOURCE_OPTIONS)) {
-      if (values[name as keyof SourceValues] !== undefined) throw new UsageError(`--${name} is for a snapshot store URL source, not a store directory`)
+      if (values[name as keyof SourceValues] !== undefined) throw new UsageError(`--${name} is for a snapshot store source (with --job and --partition), not a store directory`)
     }
     return withReadOnlyStore(pathArg(source, '<source>'), fn)
   }
+  const url = snapshotStoreArg(source, '<source>')
 
-  const layout = layoutOf(values)
   const pointInTime = values.offset !== undefined
+  // --topic is the file log's topic of a point-in-time read, and no part of the partition's name.
+  const layout = layoutOf(pointInTime ? { job: values.job, partition: values.partition } : values)
+  if (pointInTime && !/^\d+$/.test(layout.partition)) {
+    throw new UsageError(`--offset replays an embedded file log (--log) into a PartitionProcessor job's partition, a number; ${layout.partition} is a consumer group's partition, whose events are in Kafka: read its snapshots (--snapshot ID), or replay it with \`tidemark replay --brokers\``)
+  }
   if (pointInTime && values.snapshot !== undefined) throw new UsageError('give either --snapshot or --offset, not both')
   for (const name of ['log', 'topic', 'handler'] as const) {
     if (!pointInTime && values[name] !== undefined) throw new UsageError(`--${name} goes with --offset`)
@@ -102,7 +105,7 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
   }
   const snapshot = values.snapshot === undefined ? undefined : snapshotIdArg(values.snapshot, '--snapshot')
 
-  return withSnapshotStore(source, values.region, io, async (snapshotStore) => {
+  return withSnapshotStore(url, values.region, io, async (snapshotStore) => {
     const handler = point === undefined ? undefined : await loadHandler(point.handlerPath)
     return withTempDir('tidemark-state-', async (temp) => {
       const path = join(temp, 'store')
@@ -121,7 +124,7 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
           for (const s of result.skipped) progress.note(`skipped ${s.id}: ${s.reason}`)
           progress.note(`state of ${point.topic}/${point.partition} as of offset ${point.offset}: ${result.snapshot === undefined ? 'no snapshot' : `snapshot ${result.snapshot}`}, ${result.replayed} events replayed`)
           // From the log's start: right for a young partition, a typo of --job or --partition otherwise.
-          if (result.snapshot === undefined && (await listManifests(snapshotStore, layout)).length === 0) progress.note(`no snapshots of ${layout.job}/${layout.partition}: ${await holdingsHint(snapshotStore, source)}`)
+          if (result.snapshot === undefined && (await listManifests(snapshotStore, layout)).length === 0) progress.note(`no snapshots of ${layout.job}/${layout.partition}: ${await holdingsHint(snapshotStore, url, layout)}`)
         } finally {
           progress.stop()
           await log.close()
@@ -134,7 +137,7 @@ async function withSource<T>(source: string, values: SourceValues, io: CliIO, fn
             ...(snapshot === undefined ? {} : { snapshot }),
             onProgress: (p) => progress.update(p.bytesDownloaded, p.bytesTotal),
             onEvent: (e) => { if (e.type === 'snapshot-skipped') progress.note(`skipped ${e.skipped.id}: ${e.skipped.message}`) },
-          }).catch(async (err: unknown) => { throw await explainNotFound(err, snapshotStore, source, layout) })
+          }).catch(async (err: unknown) => { throw await explainNotFound(err, snapshotStore, url, layout) })
         } finally {
           progress.stop()
         }

@@ -1,0 +1,183 @@
+/**
+ * Many small partitions in one process, on the default store budget
+ * (issue 38): --partitions PartitionProcessors (default 1024) on the file
+ * log, one log and one store each, snapshots to a file-system store on the
+ * default schedule, their claims held by one member lease.
+ *
+ *   npm run bench -- many [--partitions 1024] [--mb 4] [--value-bytes 1000] [--rate 20000] [--seconds 20] [--rounds 3]
+ *
+ * Each partition is first filled with --mb MiB of state (events of
+ * --value-bytes, one key each) and its processor catches up. Then --rounds
+ * interleaved pairs of --seconds windows write the same total event rate
+ * (--rate events/s, keys at random within each partition's, so the state
+ * stays its size): over every partition (`many`), and over the first 16
+ * only (`few`, the others idle meanwhile). manyRatio is the median of the
+ * per-pair ratios of the aggregate commit rates (events committed in the
+ * window / seconds): 1 when the process keeps up with the rate whatever
+ * the partition count.
+ *
+ * peakRssMB is the process's peak RSS (getrusage); openFdsMax the most
+ * open file descriptors, sampled every 100 ms (storeFdsMax: those on the
+ * partition stores' files; the logs hold their own). The budget's share and
+ * how many stores had their LevelDB open are reported at the end.
+ */
+import { setMaxListeners } from 'node:events'
+import { readdirSync, readlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { defaultStoreBudget, FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type RevisionedLog } from '../src/index.js'
+import { MemberLease } from '../src/ownership/index.js'
+import { mapLimit } from '../src/util/index.js'
+import { saveFigures } from './_figures.js'
+import { benchDir, emit, intFlags, loadAvg, pairedRatio, prefixed, rng, round } from './_util.js'
+import { peakRssMB } from './snapshot.js'
+
+const MiB = 1024 * 1024
+const FEW = 16
+const rows = valueState<string>('rows')
+
+interface Row { k: number; v: number }
+
+interface Partition {
+  log: RevisionedLog
+  processor: PartitionProcessor<Row>
+  keys: number
+}
+
+export async function run(args: string[]): Promise<void> {
+  const opts = intFlags(args, { partitions: 1024, mb: 4, 'value-bytes': 1000, rate: 20_000, seconds: 20, rounds: 3 })
+  const loadAvgAtStart = loadAvg()
+  const dir = benchDir('many')
+  const random = rng(38)
+  // A few hundred distinct values, each of value-bytes that do not compress to nothing.
+  const values = Array.from({ length: 256 }, () => Array.from({ length: opts['value-bytes'] }, () => String.fromCharCode(97 + Math.floor(random() * 26))).join(''))
+  const snapshots = new FsSnapshotStore({ root: join(dir.path, 'snapshots') })
+  const lease = await MemberLease.start({ store: snapshots, job: 'many' })
+  const fds = sampleFds(join(dir.path, 'stores'))
+  const parts: Partition[] = []
+  const abort = new AbortController()
+  // Every processor's run() listens to it.
+  setMaxListeners(0, abort.signal)
+  const running: Array<Promise<void>> = []
+  let committed = 0
+  try {
+    const keys = Math.max(1, Math.floor(opts.mb * MiB / opts['value-bytes']))
+    const t0 = performance.now()
+    for (let p = 0; p < opts.partitions; p++) {
+      const log = await openFileLog(join(dir.path, 'logs', String(p)), { sync: false })
+      const processor = new PartitionProcessor<Row>({
+        job: 'many', topic: 'many', partition: p, log, path: join(dir.path, 'stores', String(p)), states: [rows],
+        handler: (tx, row) => { tx.value(rows).put(`k${row.k}`, values[row.v]!) },
+        snapshots: { store: snapshots, graceMs: 0 },
+        ownership: { memberLease: lease },
+      })
+      processor.on('commit', ({ events }) => { committed += events })
+      processor.on('snapshot-failed', (error) => process.stderr.write(`many: snapshot of ${p} failed: ${error.message}\n`))
+      parts.push({ log, processor, keys })
+    }
+    // Filled through the log and the processors, as a partition's state grows.
+    await mapLimit(parts, 8, async (part) => {
+      for (let k = 0; k < part.keys; k++) await part.log.append(encode({ k, v: k & 255 }))
+    })
+    await mapLimit(parts, 8, (part) => part.processor.start())
+    for (const part of parts) running.push(part.processor.run(abort.signal))
+    await mapLimit(parts, 8, async (part) => {
+      while ((part.processor.offset ?? -1n) < BigInt(part.keys - 1)) await new Promise((resolve) => setTimeout(resolve, 100))
+    })
+    const fillSeconds = (performance.now() - t0) / 1000
+
+    const window = async (targets: readonly Partition[]): Promise<{ rate: number; written: number }> => {
+      const before = committed
+      const start = performance.now()
+      const end = start + opts.seconds * 1000
+      let written = 0
+      let next = 0
+      // Every 10 ms, what the rate owes since the start, round-robin over the targets.
+      while (performance.now() < end) {
+        const owed = Math.floor(((performance.now() - start) / 1000) * opts.rate) - written
+        const appends: Array<Promise<bigint>> = []
+        for (let i = 0; i < owed; i++) {
+          const part = targets[next++ % targets.length]!
+          appends.push(part.log.append(encode({ k: Math.floor(random() * part.keys), v: Math.floor(random() * 256) })))
+        }
+        written += owed
+        await Promise.all(appends)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      return { rate: (committed - before) / ((performance.now() - start) / 1000), written }
+    }
+    const many: number[] = []
+    const few: number[] = []
+    const ratios: number[] = []
+    for (let r = 0; r < opts.rounds; r++) {
+      const order = r % 2 === 0 ? ['few', 'many'] as const : ['many', 'few'] as const
+      const rates: Record<string, number> = {}
+      for (const side of order) rates[side] = (await window(side === 'many' ? parts : parts.slice(0, FEW))).rate
+      many.push(rates.many!)
+      few.push(rates.few!)
+      ratios.push(rates.many! / rates.few!)
+    }
+    const budget = defaultStoreBudget()
+    const result = {
+      bench: 'many',
+      partitions: opts.partitions,
+      mbPerPartition: opts.mb,
+      valueBytes: opts['value-bytes'],
+      rate: opts.rate,
+      seconds: opts.seconds,
+      fillSeconds: round(fillSeconds, 1),
+      manyCommitRate: many.map((x) => Math.round(x)),
+      fewCommitRate: few.map((x) => Math.round(x)),
+      ...prefixed('manyRatio', pairedRatio(ratios)),
+      peakRssMB: peakRssMB(),
+      ...fds.stop(),
+      budgetMemoryMB: round(budget.options.memoryBytes / MiB, 1),
+      budgetShare: budget.share,
+      openStoresAtEnd: budget.openStores,
+      loadAvgAtStart,
+      loadAvgAtEnd: loadAvg(),
+    }
+    emit(result)
+    saveFigures('many', args, result)
+  } finally {
+    abort.abort()
+    await Promise.allSettled(running)
+    await mapLimit(parts, 16, async (part) => {
+      await part.processor.close().catch(() => undefined)
+      await part.log.close()
+    })
+    await lease.release().catch(() => undefined)
+    fds.stop()
+    dir.cleanup()
+  }
+}
+
+function encode(row: Row): Buffer {
+  return Buffer.from(JSON.stringify(row))
+}
+
+/** The most open file descriptors of this process, and of those on files under `stores`, sampled every 100 ms. */
+function sampleFds(stores: string): { stop(): { openFdsMax: number; storeFdsMax: number } } {
+  let openFdsMax = 0
+  let storeFdsMax = 0
+  const sample = (): void => {
+    const fds = readdirSync('/proc/self/fd')
+    let onStores = 0
+    for (const fd of fds) {
+      try {
+        if (readlinkSync(`/proc/self/fd/${fd}`).startsWith(stores)) onStores++
+      } catch {
+        // closed meanwhile
+      }
+    }
+    openFdsMax = Math.max(openFdsMax, fds.length)
+    storeFdsMax = Math.max(storeFdsMax, onStores)
+  }
+  const timer = setInterval(sample, 100)
+  return {
+    stop() {
+      sample()
+      clearInterval(timer)
+      return { openFdsMax, storeFdsMax }
+    },
+  }
+}
