@@ -236,8 +236,11 @@ it('64 stores with 1 MB written each stay within the budget in RSS and files; th
   // What the budget allows: its bytes, plus what LevelDB keeps per open
   // database beyond memtable and block cache (table cache entries, the
   // index blocks of the tables it maps, log buffers; measured about 200 KiB
-  // with these tables) and the JS heap's headroom.
-  const boundMB = memoryBytes / MiB + count * 0.375 + 16
+  // with these tables) and headroom for the JS heap and the allocator's
+  // arenas, which grow when a busy machine makes LevelDB's compaction
+  // threads fall behind (measured 41 MB alone, 60 MB beside other test
+  // files; the same stores without the budget: about 350 MB).
+  const boundMB = memoryBytes / MiB + count * 0.375 + 32
   const grown = (r: Report, at: 'after' | 'idle'): Sample => ({ rssMB: r[at].rssMB - r.before.rssMB, fds: r[at].fds - r.before.fds })
   expect(grown(budgeted, 'after').rssMB).toBeLessThan(boundMB)
   expect(grown(unbudgeted, 'after').rssMB).toBeGreaterThan(boundMB)
