@@ -224,6 +224,8 @@ export class PartitionStore implements TransactionHost {
     if (known.kind !== def.kind) {
       throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
     }
+    const v = (d: StateDefinition): string => (d.version === undefined ? 'no version' : `version ${d.version}`)
+    if (known.version !== def.version) throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was opened with ${v(known)}; this definition has ${v(def)}`)
     this.#lastChecked = def
   }
 
