@@ -94,7 +94,7 @@ export async function checkDeclaredStates(
   return added
 }
 
-/** Refuses a value that is no state definition, or a state the store was not opened with (or with another kind). */
+/** Refuses a value that is no state definition, or a state the store was not opened with (or with another kind or version). */
 export function checkDeclared(states: ReadonlyMap<string, StateDefinition>, def: StateDefinition): void {
   if (typeof def !== 'object' || def === null || typeof def.name !== 'string') {
     throw new TypeError(`expected a state definition (made by valueState() or mapState()), got ${def === null ? 'null' : Array.isArray(def) ? 'an array' : typeof def}`)
@@ -106,4 +106,6 @@ export function checkDeclared(states: ReadonlyMap<string, StateDefinition>, def:
   if (known.kind !== def.kind) {
     throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} is a ${known.kind} state in this store, not a ${def.kind} state`)
   }
+  const v = (d: StateDefinition): string => (d.version === undefined ? 'no version' : `version ${d.version}`)
+  if (known.version !== def.version) throw new TidemarkError('TIDEMARK_STATE_CONFLICT', `state ${JSON.stringify(def.name)} was opened with ${v(known)}; this definition has ${v(def)}`)
 }

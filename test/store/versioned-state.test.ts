@@ -255,6 +255,12 @@ describe('versioned states', () => {
     expect((err as Error).message).toContain('1 -> 2')
   })
 
+  it('refuses a definition of the same state at another version than the store was opened with', async () => {
+    const store = await openStore(tempDir(), list(defs(3)))
+    expect(() => store.transaction().value(defs(2).totals)).toThrow(/state "totals" was opened with version 3; this definition has version 2/)
+    expect(() => store.transaction().map(mapState('carts'))).toThrow(expect.objectContaining({ code: 'TIDEMARK_STATE_CONFLICT' }) as Error)
+  })
+
   it('checks version and upgrade once, naming the option', () => {
     expect(() => valueState('s', { version: 0 })).toThrow(/options.version must be an integer from 1 to 65535, got 0/)
     expect(() => valueState('s', { version: 1.5 })).toThrow(RangeError)
