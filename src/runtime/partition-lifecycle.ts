@@ -14,7 +14,7 @@ import type { PartitionStoreOptions } from '../store/store-options.js'
 import type { StateDefinition } from '../store/state.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
-import { prefetchSnapshot, removeStalePrefetch, type Prefetch } from '../snapshot/prefetch.js'
+import { finishPrefetch, prefetchSnapshot, removeStalePrefetch, type Prefetch } from '../snapshot/prefetch.js'
 import type { SnapshotFollower } from '../snapshot/follow.js'
 import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
 import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
@@ -220,14 +220,18 @@ export class PartitionLifecycle {
         // after it (the previous owner's hand-off).
         const listed = await listVerifiedManifests(store, this.#layout)
         let prefetch: Prefetch | undefined
-        const current = await this.#acquire(store, listed, (p) => { prefetch = p }).catch(async (err: unknown) => {
+        try {
+          const current = await this.#acquire(store, listed, (p) => { prefetch = p })
+          o.events.phase?.('claimed')
+          // Listed again once the claim is held when that listing was not current
+          // (a hand-off committed after it): the restore and the first snapshot use it.
+          known = current ? listed : await listVerifiedManifests(store, this.#layout, listed)
+        } catch (err) {
           await prefetch?.dispose()
           throw err
-        })
-        o.events.phase?.('claimed')
-        if (current) known = listed
+        }
         if (prefetch === undefined) await removeStalePrefetch(o.path)
-        const reuse = await prefetch?.stop() ?? await this.#standbyFiles()
+        const reuse = await finishPrefetch(prefetch, known.valid[0]?.manifest) ?? await this.#standbyFiles()
         if (reuse !== undefined) o.events.phase?.(`reusing ${reuse.length} files`)
         const meter = o.events.progress === undefined ? undefined : new ProgressMeter('restore', o.events.progress)
         const local = await early
@@ -360,9 +364,6 @@ export class PartitionLifecycle {
         })
         onPrefetch(prefetch)
       },
-      // The claim changed, most likely released: the reads in flight end
-      // while the claim is taken (a GET and a conditional PUT), not after.
-      onChange: () => { void prefetch?.stop() },
     })
     this.#keep(claim)
     this.#claimWaitMs = waitedMs
@@ -483,7 +484,8 @@ export class PartitionLifecycle {
     const lost = this.#keeper?.lostFound ?? await this.#claim?.check().then(() => undefined, (error: unknown) => error)
     if (lost !== undefined) return { failed: isTidemarkError(lost, 'TIDEMARK_OWNERSHIP_LOST') ? 'lost' : 'failed', error: lost }
     this.#lastSnapshotError = undefined
-    const snapshot = this.#scheduler.trigger()
+    // No GC on the way: the next owner waits for this snapshot (the GC stays due for its next one).
+    const snapshot = this.#scheduler.trigger({ gc: false })
       .then((r) => r === undefined ? { failed: 'failed' as const, error: this.#failure?.error ?? this.#lastSnapshotError } : { snapshot: r })
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<{ failed: 'timeout' }>((resolve) => {

@@ -157,9 +157,11 @@ export interface VerifiedManifests {
  * the largest epoch must not make the job unstartable). Fails with
  * TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED when that epoch is the largest there is.
  */
-export async function listVerifiedManifests(store: SnapshotStore, layout: SnapshotLayout): Promise<VerifiedManifests> {
+export async function listVerifiedManifests(store: SnapshotStore, layout: SnapshotLayout, before?: VerifiedManifests): Promise<VerifiedManifests> {
   const refs = await listManifests(store, layout)
-  const { valid, invalid } = await readValidManifests(store, layout, refs)
+  // Manifests never change under their key: those an earlier listing read are not read again.
+  const cache = before === undefined ? undefined : new Map(before.valid.map((v) => [v.ref.key, v.manifest]))
+  const { valid, invalid } = await readValidManifests(store, layout, refs, cache === undefined ? {} : { cache })
   const newest = valid[0]?.ref
   if (newest !== undefined && newest.epoch >= MAX_EPOCH) {
     throw new TidemarkError(

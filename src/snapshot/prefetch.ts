@@ -33,6 +33,13 @@ export interface Prefetch {
    * links. A failed download only leaves its files out.
    */
   stop(): Promise<ReusableFile[]>
+  /**
+   * Keeps downloading only the files `wanted` holds (same name, size and
+   * SHA-256): a new owner that took the claim knows the snapshot it
+   * restores, usually a hand-off that shares most of its files with the one
+   * prefetched. Ranges with none of them are skipped from now on.
+   */
+  narrow(wanted: ReadonlyArray<{ name: string; size: number; sha256: string }>): void
   /** Waits for every download to end (none is stopped), and resolves as stop() does. */
   finished(): Promise<ReusableFile[]>
   /** Stops, then removes the directory (after the restore, whose store holds its own links to the files). */
@@ -62,13 +69,15 @@ export function prefetchSnapshot(options: PrefetchOptions): Prefetch {
   const concurrency = options.downloadConcurrency ?? 6
   const done: ReusableFile[] = []
   let stopped = false
+  let wanted: Set<string> | undefined
+  const fileKey = (f: { name: string; size: number; sha256: string }): string => `${f.name}\u0000${f.size}\u0000${f.sha256}`
   const runs = planRuns(manifest, PREFETCH_RANGE_BYTES, concurrency)
   const work = (async () => {
     // What a crashed process left there would make each exclusive create fail.
     await rm(dir, { recursive: true, force: true })
     await mkdir(dir, { recursive: true })
     await mapLimit(runs, concurrency, async (run) => {
-      if (stopped) return
+      if (stopped || (wanted !== undefined && !run.entries.some((f) => wanted!.has(fileKey(f))))) return
       const fds: number[] = []
       try {
         const body = await store.get(layout.dataKey(run.object), { range: { start: run.start, end: run.end - 1 } })
@@ -100,12 +109,26 @@ export function prefetchSnapshot(options: PrefetchOptions): Prefetch {
   }
   return {
     stop,
+    narrow: (files) => { wanted = new Set(files.map(fileKey)) },
     finished: settled,
     dispose: async () => {
       await stop()
       await rm(dir, { recursive: true, force: true })
     },
   }
+}
+
+/**
+ * What a new owner that holds the claim reuses of its prefetch: the files
+ * that the snapshot it restores (`manifest`) shares with the one prefetched,
+ * all of them. The prefetch goes on for those (a hand-off snapshot adds few
+ * files to the one before): stopping it would download them again.
+ */
+export async function finishPrefetch(prefetch: Prefetch | undefined, manifest: SnapshotManifest | undefined): Promise<ReusableFile[] | undefined> {
+  if (prefetch === undefined) return undefined
+  if (manifest === undefined) return prefetch.stop()
+  prefetch.narrow(manifest.files)
+  return prefetch.finished()
 }
 
 /**

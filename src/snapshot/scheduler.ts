@@ -4,7 +4,7 @@ import type { Position } from '../store/position.js'
 import { checkInt, checkKnown } from '../util/index.js'
 import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
 import type { Snapshotter } from './snapshotter.js'
-import type { SnapshotResult } from './snapshotter-types.js'
+import type { SnapshotResult, TakeSnapshotOptions } from './snapshotter-types.js'
 
 export interface SnapshotSchedulerOptions {
   /** Take a snapshot when this long has passed since the last one started and something was committed since. 0 turns time off. Default 5 minutes. */
@@ -110,21 +110,22 @@ export class SnapshotScheduler {
    * else a new snapshot is taken: a caller that asks for a snapshot before
    * closing must not get one from before its last commits. Callers that wait
    * for the same in-flight snapshot share the one that follows it; if stop()
-   * was called meanwhile, none is taken and they get undefined.
+   * was called meanwhile, none is taken and they get undefined. `options`
+   * go to the snapshot it starts (takeSnapshot's).
    */
-  trigger(): Promise<SnapshotResult | undefined> {
+  trigger(options: TakeSnapshotOptions = {}): Promise<SnapshotResult | undefined> {
     const running = this.#running
-    if (running === undefined) return this.#start()
-    return this.#after(running, this.snapshotter.partitionStore.positions())
+    if (running === undefined) return this.#start(options)
+    return this.#after(running, this.snapshotter.partitionStore.positions(), options)
   }
 
-  async #after(running: Promise<SnapshotResult | undefined>, wanted: readonly Position[]): Promise<SnapshotResult | undefined> {
+  async #after(running: Promise<SnapshotResult | undefined>, wanted: readonly Position[], options: TakeSnapshotOptions): Promise<SnapshotResult | undefined> {
     const result = await running
     if (result !== undefined && covers(result.positions, wanted)) return result
     // Stopped meanwhile (its partition stopped, say): nothing new starts.
     if (this.#stopped) return undefined
     // One started since `running` settled began after this call, so it covers it too.
-    return this.#running ?? this.#start()
+    return this.#running ?? this.#start(options)
   }
 
   #due(): boolean {
@@ -140,7 +141,7 @@ export class SnapshotScheduler {
     void this.#start()
   }
 
-  #start(): Promise<SnapshotResult | undefined> {
+  #start(options: TakeSnapshotOptions = {}): Promise<SnapshotResult | undefined> {
     const events = this.#events
     const bytes = this.#bytes
     this.#events = 0
@@ -149,7 +150,7 @@ export class SnapshotScheduler {
     const run = (async () => {
       let result: SnapshotResult
       try {
-        result = await this.snapshotter.takeSnapshot()
+        result = await this.snapshotter.takeSnapshot(options)
       } catch (error) {
         this.#events += events
         this.#bytes += bytes

@@ -145,4 +145,11 @@ export interface SnapshotResult {
 export interface TakeSnapshotOptions {
   /** Upload every file, referencing nothing older. */
   full?: boolean
+  /**
+   * Whether the garbage collection that is due after this snapshot (see
+   * gcAfterSnapshot) runs before the snapshot resolves. Default true. false
+   * leaves it due for the next snapshot: a hand-off, whose next owner waits
+   * for it, passes false.
+   */
+  gc?: boolean
 }

@@ -134,13 +134,14 @@ export class Snapshotter {
   async takeSnapshot(options: TakeSnapshotOptions = {}): Promise<SnapshotResult> {
     checkObject(options, 'takeSnapshot options')
     const full = checkBoolean(options.full ?? false, 'full')
+    const gc = checkBoolean(options.gc ?? true, 'gc')
     if (this.#closed) throw new TidemarkError('TIDEMARK_STORE_CLOSED', `the snapshotter of ${this.layout.prefix} is closed`)
     if (this.#inFlight !== undefined || busy.has(this.partitionStore)) {
       throw new TidemarkError('TIDEMARK_SNAPSHOT_IN_PROGRESS', `a snapshot of ${this.partitionStore.path} is already being taken`, { details: { job: this.layout.job, partition: this.layout.partition } })
     }
     busy.add(this.partitionStore)
     const started = snapshotStarted()
-    const run = this.#take(full)
+    const run = this.#take(full, gc)
     this.#inFlight = run
     try {
       const result = await run
@@ -258,13 +259,20 @@ export class Snapshotter {
       this.#verifiedFiles = undefined
       await this.#hashes.seed(path, files).catch(() => undefined)
     }
+    // Without a listing from the caller (a start whose own listing was not
+    // current: the previous owner's hand-off committed after it), the first
+    // snapshot would list the partition and hash every table file it finds
+    // in the newest snapshot, with a new owner waiting when it is a hand-off.
+    // A kept view is what a snapshot of a claimed partition would list anyway
+    // (one listing of manifests, one of data objects), taken here instead.
+    if (this.#view === undefined && this.#trustView && !this.#closed) await this.#currentView().catch(() => undefined)
     for (const file of this.#view?.valid[0]?.manifest.files ?? []) {
       if (this.#closed) return
       await this.#hashes.warm(path, file.name, file.size)
     }
   }
 
-  async #take(forceFull: boolean): Promise<SnapshotResult> {
+  async #take(forceFull: boolean, gc: boolean): Promise<SnapshotResult> {
     await this.#removeStaleCheckpoints()
     await this.prepare()
     const checkpoint = await takeCheckpoint(this.partitionStore, this.options.checkpointDir, { open: this.options.checkpoint === 'open' })
@@ -279,7 +287,7 @@ export class Snapshotter {
         this.#view = undefined
         throw err
       }
-      if (this.#gcDue()) {
+      if (gc && this.#gcDue()) {
         try {
           result.gc = await this.#collect(Date.now(), true)
           this.#sinceGc = 0

@@ -68,6 +68,23 @@ describe('retention and garbage collection', () => {
     }
   })
 
+  it('wait for the next snapshot after one taken with gc: false (a hand-off), which leaves the GC due, and take the option\'s type as checked', async () => {
+    const f = await setup({ retain: 1, graceMs: 0, gcEverySnapshots: 1 })
+    await f.write(0, 50, 2)
+    const first = await f.snapshotter.takeSnapshot({ gc: false })
+    expect(first.gc).toBeUndefined()
+    await f.write(50, 100, 3)
+    const second = await f.snapshotter.takeSnapshot({ gc: false })
+    expect(second.gc).toBeUndefined()
+    // Both manifests are still there: nothing was collected.
+    expect((await f.snapshotter.listSnapshots()).map((s) => s.id)).toEqual([second.id, first.id])
+    await f.write(100, 150, 4)
+    const third = await f.snapshotter.takeSnapshot()
+    expect(third.gc?.retained).toEqual([third.id])
+    expect(third.gc?.deletedManifests.sort()).toEqual([first.key, second.key].sort())
+    await expect(f.snapshotter.takeSnapshot({ gc: 'no' as never })).rejects.toThrow(TypeError)
+  })
+
   it('trust a garbled newest manifest with nothing: it is reported, does not count, and its objects wait as pending', async () => {
     const f = await setup({ retain: 2, gcAfterSnapshot: false, graceMs: 0 })
     const taken: SnapshotResult[] = []

@@ -78,6 +78,25 @@ describe('prefetchSnapshot and restore reuse', () => {
     await restored.close()
   })
 
+  it('narrowed to the files of the snapshot a new owner restores, fetches every one of them and skips ranges without one', { timeout: 60_000 }, async () => {
+    const dir = tempDir('tidemark-prefetch-')
+    const { dfs, olderManifest } = await twoSnapshots(dir)
+    const key = (f: { name: string; size: number; sha256: string }): string => `${f.name}:${f.size}:${f.sha256}`
+    // About 12 MiB in ranges of at most 4 MiB: the first file's range is not all of them.
+    const wanted = [olderManifest.files[0]!, olderManifest.files.at(-1)!]
+    // Narrowed before any range starts (the prefetch begins by clearing its directory).
+    const narrowed = prefetchSnapshot({ snapshotStore: dfs, job: 'job', partition: 0, manifest: olderManifest, dir: join(dir, 'narrowed.prefetch') })
+    narrowed.narrow(wanted)
+    const files = await narrowed.finished()
+    expect(files.map(key)).toEqual(expect.arrayContaining(wanted.map(key)))
+    expect(files.length).toBeLessThan(olderManifest.files.length)
+    await narrowed.dispose()
+    const none = prefetchSnapshot({ snapshotStore: dfs, job: 'job', partition: 0, manifest: olderManifest, dir: join(dir, 'none.prefetch') })
+    none.narrow([])
+    expect(await none.finished()).toEqual([])
+    await none.dispose()
+  })
+
   it('downloads a file whose prefetched copy has another hash or size, and files whose prefetch failed', { timeout: 60_000 }, async () => {
     const dir = tempDir('tidemark-prefetch-')
     const { dfs, newer, digest, olderManifest } = await twoSnapshots(dir)
