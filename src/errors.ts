@@ -74,6 +74,11 @@ export const ERROR_CODES = {
   TIDEMARK_REPLAY_SOURCE_JOB: { retriable: false, summary: 'a replay job was given the name of the job it starts from (in the same snapshot store): a replay never writes into its source job\'s snapshots' },
   TIDEMARK_REPLAY_JOB_EXISTS: { retriable: false, summary: 'the replay\'s job already exists with other parameters, or is no replay job (its snapshots or its local store were not made by a replay); details.reason and details.differences say which' },
   TIDEMARK_REPLAY_RANGE_INVALID: { retriable: false, summary: 'the replay\'s range cannot be replayed as asked: to is at or after the log\'s tail, from is older than the log\'s oldest entry, or the start does not end at from - 1 (details.reason)' },
+  // transform/
+  TIDEMARK_TRANSFORM_TARGET_NOT_EMPTY: { retriable: false, summary: 'an offline transform or bootstrap was pointed at a partition that already holds snapshots, without to.replace (--replace); nothing was written and its owner was not disturbed' },
+  TIDEMARK_TRANSFORM_STATE_UNDECLARED: { retriable: false, summary: 'the source of an offline transform holds states that from.states does not declare, so their entries cannot be decoded (details.states); declare them, or pass unlisted: \'drop\'; no snapshot was written' },
+  TIDEMARK_TRANSFORM_ENTRY_INVALID: { retriable: false, summary: 'an entry that a transform returned or put, or a record of a bootstrap, names no state of the target, lacks a map state\'s sub-key (or has one for a value state), has no value or a bad key, or a records file line is not a record (details: reason, state, line); nothing was snapshotted' },
+  TIDEMARK_TRANSFORM_FAILED: { retriable: false, summary: 'the user\'s transform function threw (cause: its error; details: the state and key it ran on); nothing was snapshotted' },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_CODES

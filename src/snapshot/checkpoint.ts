@@ -5,6 +5,7 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { PartitionStore } from '../store/partition-store.js'
 import type { Position } from '../store/position.js'
 import type { RecordedState } from '../store/state-registry.js'
+import { readLineage } from '../store/lineage.js'
 import { readMarker, STORE_MARKER, writeMarker } from '../store/store-dir.js'
 import { completeRecordsLength, fileKind, fileNumber, isLiveLog, manifestFromCurrent, parseLevelDbManifest } from './leveldb-files.js'
 
@@ -23,6 +24,8 @@ export interface Checkpoint {
   positions: Position[]
   /** The store's states as its registry recorded them at the checkpoint (kind, highest version written). */
   states: RecordedState[]
+  /** The store's lineage (src/store/lineage.ts), if a transform built it. */
+  lineage?: string
   files: CheckpointFile[]
   /** How long commits waited: from asking the store to quiesce until it let them go on. */
   stallMs: number
@@ -77,11 +80,14 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
   let started = performance.now()
   let stallMs = 0
   const growing: Array<{ name: string; size: number }> = []
+  let lineage: string | undefined
   try {
     await mkdir(dir, { recursive: true })
     // What proves the directory is a checkpoint, so that a later cleanup may
     // delete it; it is not one of the snapshot's files (restore writes its own).
     await writeMarker(dir, 'checkpoint')
+    // Outside the stall: only a transform writes it, before the store's first snapshot.
+    lineage = await readLineage(store)
     // Commits go on during the flush; the stall starts at quiesce(). With the
     // memtable in a table file the logs to copy are short.
     await store.flush()
@@ -155,7 +161,7 @@ async function attemptCheckpoint(store: PartitionStore, parent: string, open: bo
     throw new TidemarkError('TIDEMARK_SNAPSHOT_CHECKPOINT_FAILED', `checkpoint of ${store.path} failed: ${(err as Error)?.message}`, { cause: err, details: { path: store.path } })
   }
   try {
-    return { dir, positions, states, stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current), open)) }
+    return { dir, positions, states, ...(lineage === undefined ? {} : { lineage }), stallMs, ...(await pruneToLiveSet(dir, manifestFromCurrent(current), open)) }
   } catch (err) {
     await discard(dir)
     if (open) return 'again'

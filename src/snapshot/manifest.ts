@@ -1,4 +1,5 @@
 import { validatePosition, type Position } from '../store/position.js'
+import { LINEAGE_ID } from '../store/lineage.js'
 import type { RecordedState } from '../store/state-registry.js'
 import { MAX_STATE_VERSION } from '../store/versioning.js'
 import { MAX_EPOCH, MAX_SEQUENCE, snapshotId } from './layout.js'
@@ -64,6 +65,13 @@ export interface SnapshotManifest {
    * does not know the field ignores it.
    */
   readonly states?: readonly RecordedState[]
+  /**
+   * The store's lineage (src/store/lineage.ts): set when an offline
+   * transform built the state this snapshot descends from. A restore uses a
+   * local store as it is only when its lineage is this one. Absent for a
+   * state no transform rewrote.
+   */
+  readonly lineage?: string
   /** Sum of the files' sizes: the live state. */
   readonly stateBytes: number
   /** Every object that `files` references, with its size. */
@@ -132,6 +140,8 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
     }
   })
   const states = m.states === undefined ? undefined : parseStates(m.states)
+  if (m.lineage !== undefined && (typeof m.lineage !== 'string' || !LINEAGE_ID.test(m.lineage))) throw new Error('lineage must be a string of 16 to 64 lowercase hex digits')
+  const lineage = m.lineage as string | undefined
 
   const objects = array(m.objects, 'objects', MAX_MANIFEST_OBJECTS).map((o, i) => {
     const obj = object(o, `objects[${i}]`)
@@ -167,7 +177,7 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
   if (![...names].some((n) => n.startsWith('MANIFEST-'))) throw new Error('files has no MANIFEST')
   if (int(m.stateBytes, 'stateBytes') !== stateBytes) throw new Error(`stateBytes ${String(m.stateBytes)} differs from the sum of the file sizes (${stateBytes})`)
 
-  return { format: MANIFEST_FORMAT, version: MANIFEST_VERSION, id, job: expect.job, partition: expect.partition, epoch, sequence, createdAt, parent, base, full: m.full, positions, ...(states === undefined ? {} : { states }), stateBytes, objects, files }
+  return { format: MANIFEST_FORMAT, version: MANIFEST_VERSION, id, job: expect.job, partition: expect.partition, epoch, sequence, createdAt, parent, base, full: m.full, positions, ...(states === undefined ? {} : { states }), ...(lineage === undefined ? {} : { lineage }), stateBytes, objects, files }
 }
 
 function parseStates(value: unknown): RecordedState[] {

@@ -74,6 +74,7 @@ export function describeSnapshot(s: {
     full: reuse.size === 0,
     positions: checkpoint.positions,
     states: checkpoint.states,
+    ...(checkpoint.lineage === undefined ? {} : { lineage: checkpoint.lineage }),
     stateBytes,
     objects: [...objectSizes].map(([key, size]) => ({ key, size })).sort((a, b) => (a.key < b.key ? -1 : 1)),
     files: files.map(({ uploaded: _u, ...f }) => f),

@@ -198,6 +198,22 @@ describe('failures', () => {
   })
 })
 
+/** A --module of state transform and bootstrap for the fixture: its states, copied as they are. */
+function statesModule(dir: string): string {
+  const path = join(dir, 'states.mjs')
+  writeFileSync(path, `import { valueState, mapState } from ${JSON.stringify(pathToFileURL(join(import.meta.dirname, '../../src/index.ts')).href)}
+export const states = [valueState('counts'), mapState('visits')]
+`)
+  return path
+}
+
+/** A --from file of state bootstrap: records as state dump prints them. */
+function recordsFile(dir: string): string {
+  const path = join(dir, 'records.jsonl')
+  writeFileSync(path, '{"state":"counts","key":"a","value":3}\n{"state":"visits","key":"u1","subKey":"x","value":5}\n')
+  return path
+}
+
 it("every command of the first block of docs/cli.md runs (exit 0) against a store the test made", async () => {
   const page = readFileSync(join(import.meta.dirname, '../../docs/cli.md'), 'utf8')
   const block = /^```sh\n([\s\S]*?)^```$/m.exec(page)![1]!
@@ -216,6 +232,12 @@ it("every command of the first block of docs/cli.md runs (exit 0) against a stor
     './data/sales-log': log,
     sales: 't',
     './dist/sales-handler.js': handlerModule(dir),
+    './dist/transform.js': statesModule(dir),
+    './dist/states.js': statesModule(dir),
+    'sales-by-region': 'j-transformed',
+    'sales-by-region-copy': 'j-bootstrapped',
+    './by-region.jsonl': recordsFile(dir),
+    'sales/0@81234': 't/0@43',
   }
   const commands = block.replace(/\\\n\s*/g, '').split('\n').filter((l) => l.startsWith('tidemark '))
   expect(commands.map((c) => c.split(/\s+/).slice(1, 3).join(' '))).toEqual(expect.arrayContaining([

@@ -1,11 +1,7 @@
-import { access } from 'node:fs/promises'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { restoreToPoint } from '../../runtime/point-in-time.js'
-import type { EventHandler } from '../../runtime/partition-synchronizer.js'
 import { listManifests } from '../../snapshot/catalog.js'
 import { restoreSnapshot } from '../../snapshot/restore/index.js'
-import type { Codec } from '../../store/codec.js'
 import type { PartitionStore } from '../../store/partition-store.js'
 import type { StateDefinition } from '../../store/state.js'
 import {
@@ -17,8 +13,11 @@ import { openLogForReading } from '../../log/existing.js'
 import { progressReporter } from '../progress.js'
 import { withOpenStore, withReadOnlyStore } from '../read-only-store.js'
 import { readState, type StateRecord } from '../state-reader.js'
+import { loadHandler } from '../user-module.js'
 import { migrate, MIGRATE_USAGE } from './state-migrate.js'
 import { drop, DROP_USAGE } from './state-drop.js'
+import { transform, TRANSFORM_USAGE } from './state-transform.js'
+import { bootstrap, BOOTSTRAP_USAGE } from './state-bootstrap.js'
 
 const USAGE = `usage:
   tidemark state get <source> <KEY> --state NAME [--sub-key S]
@@ -50,28 +49,6 @@ const SOURCE_OPTIONS = {
 } as const
 
 type SourceValues = { [K in keyof typeof SOURCE_OPTIONS]?: string | undefined }
-
-/** What a --handler module must export. */
-interface HandlerModule {
-  handler: EventHandler<unknown>
-  states: readonly StateDefinition[]
-  codec?: Codec<unknown>
-}
-
-async function loadHandler(path: string): Promise<HandlerModule> {
-  try {
-    await access(path)
-  } catch (err) {
-    // A path that names nothing is a mistake in the command line, as for `tidemark replay --handler`.
-    throw new UsageError(`--handler ${path}: ${(err as Error).message}`, { cause: err })
-  }
-  const loaded = (await import(pathToFileURL(path).href)) as Partial<HandlerModule> & { default?: Partial<HandlerModule> }
-  const m = typeof loaded.handler === 'function' ? loaded : (loaded.default ?? {})
-  if (typeof m.handler !== 'function' || !Array.isArray(m.states)) {
-    throw new UsageError(`--handler ${path} must export a function handler and an array states (or a default export with them)`)
-  }
-  return m as HandlerModule
-}
 
 /**
  * Opens the source of a state command and runs fn on it. A store directory
@@ -189,4 +166,4 @@ async function dump(argv: string[], io: CliIO): Promise<number> {
 }
 
 const strip = (usage: string): string => usage.replace(/^usage:\n/, '')
-export const state = group('state', `${USAGE}\n${strip(MIGRATE_USAGE)}\n${strip(DROP_USAGE)}`, { get, dump, migrate, drop })
+export const state = group('state', `${USAGE}\n${strip(MIGRATE_USAGE)}\n${strip(DROP_USAGE)}\n${strip(TRANSFORM_USAGE)}\n${strip(BOOTSTRAP_USAGE)}`, { get, dump, migrate, drop, transform, bootstrap })

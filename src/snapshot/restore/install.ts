@@ -3,6 +3,7 @@ import { readFile, rename, rm, rmdir, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../../errors.js'
 import { PartitionStore } from '../../store/partition-store.js'
+import { readLineage } from '../../store/lineage.js'
 import { errnoOf, inspectStoreDir, strangerNames, type StoreDir } from '../../store/store-dir.js'
 import type { Position } from '../../store/position.js'
 import { WRITER_THREAD_ERROR } from '../file-writer.js'
@@ -15,8 +16,12 @@ import type { RestoreEvent } from './types.js'
 /** What is at the target; `dir` identifies an existing directory, so that a swap finds out when it was replaced meanwhile. */
 export type LocalState =
   | { state: 'absent'; dir: Identity | undefined }
-  /** `store`: kept open for the caller (inspectLocal's `open`), to be closed before anything replaces it. */
-  | { state: 'intact'; positions: Position[]; dir: Identity; store?: PartitionStore }
+  /**
+   * `store`: kept open for the caller (inspectLocal's `open`), to be closed
+   * before anything replaces it. `lineage`: the store's (src/store/lineage.ts);
+   * `otherLineage`: set by the restore when a snapshot's lineage differs.
+   */
+  | { state: 'intact'; positions: Position[]; lineage: string | undefined; dir: Identity; store?: PartitionStore; otherLineage?: true }
   | { state: 'damaged'; reason: string; dir: Identity }
 
 interface Identity {
@@ -56,7 +61,8 @@ export async function checkRestoredStore(dir: string, manifest: SnapshotManifest
  */
 export async function install(temp: string, target: string, local: LocalState, emit: (event: RestoreEvent) => void): Promise<void> {
   if (local.state === 'intact' || local.state === 'damaged') {
-    emit({ type: 'local-store-replaced', reason: local.state === 'damaged' ? local.reason : 'the local store is behind the snapshot' })
+    const reason = local.state === 'damaged' ? local.reason : local.otherLineage === true ? 'the local store is of another lineage: an offline transform rewrote the state since' : 'the local store is behind the snapshot'
+    emit({ type: 'local-store-replaced', reason })
     const aside = await moveAside(target, local.dir)
     try {
       await rename(temp, target)
@@ -174,13 +180,20 @@ export async function inspectLocal(target: string, useLocal: boolean, open?: () 
   }
   if (open !== undefined) {
     const store = await open()
-    return { state: 'intact', positions: store.positions(), dir, store }
+    try {
+      return { state: 'intact', positions: store.positions(), lineage: await readLineage(store), dir, store }
+    } catch (err) {
+      await store.close()
+      throw err
+    }
   }
   try {
     const store = await PartitionStore.open({ path: target, create: false })
-    const positions = store.positions()
-    await store.close()
-    return { state: 'intact', positions, dir }
+    try {
+      return { state: 'intact', positions: store.positions(), lineage: await readLineage(store), dir }
+    } finally {
+      await store.close()
+    }
   } catch (err) {
     if (isTidemarkError(err, 'TIDEMARK_STORE_LOCKED')) throw err
     return damaged(`the local store does not open: ${(err as Error).message}`)

@@ -136,16 +136,26 @@ async function restore(options: RestoreOptions, early: (LocalState & { state: 'i
       continue
     }
     newestReadable ??= manifest
+    // An older snapshot of another lineage holds the state as it was before
+    // an offline transform rewrote it: never a fallback for the new one.
+    if (manifest.lineage !== newestReadable.lineage) {
+      skipFor(ref, 'other-lineage', `snapshot ${manifest.id} is of another lineage than the newer snapshot ${newestReadable.id}: an offline transform rewrote the state between them`)
+      continue
+    }
     // Before the local store is used or anything downloaded: a newer program wrote this state.
     if (declared !== undefined && manifest.states !== undefined) checkVersions(manifest.states, declared, `snapshot ${manifest.id} of ${layout.prefix}`)
-    if (local.state === 'intact' && positionsAtOrAfter(local.positions, manifest.positions)) {
+    // A store of another lineage holds another history, however far its
+    // positions are: an offline transform rewrote the state (src/store/lineage.ts).
+    const otherLineage = local.state === 'intact' && local.lineage !== manifest.lineage
+    if (local.state === 'intact' && !otherLineage && positionsAtOrAfter(local.positions, manifest.positions)) {
       return useLocal(`the local store is at or after snapshot ${manifest.id}`, newestReadable)
     }
     try {
       if (local.state !== 'absent') assertReplaceable(target, local.dir)
       // LevelDB must not hold the directory that the download may move aside.
       if (local.state === 'intact') await local.store?.close()
-      const restored = await download(store, layout, manifest, target, local, settings, emit).catch((err: unknown) => { throw localWriteFailed(err, target) })
+      const replacing: LocalState = otherLineage ? { ...local as LocalState & { state: 'intact' }, otherLineage: true } : local
+      const restored = await download(store, layout, manifest, target, replacing, settings, emit).catch((err: unknown) => { throw localWriteFailed(err, target) })
       return done({ source: 'snapshot', snapshot: summary(layout, manifest), ...restored })
     } catch (err) {
       if (!isTidemarkError(err, 'TIDEMARK_SNAPSHOT_CORRUPT')) throw err
@@ -153,7 +163,12 @@ async function restore(options: RestoreOptions, early: (LocalState & { state: 'i
       if (wanted !== undefined) throw err
     }
   }
-  if (local.state === 'intact') return useLocal(refs.length === 0 ? 'there are no snapshots' : 'no snapshot could be restored', newestReadable)
+  if (local.state === 'intact') {
+    if (newestReadable === undefined || newestReadable.lineage === local.lineage) return useLocal(refs.length === 0 ? 'there are no snapshots' : 'no snapshot could be restored', newestReadable)
+    // The store would bring back the state that a transform replaced; nor
+    // may an empty store take its place as if nothing were there.
+    throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `none of the ${refs.length} snapshots of ${layout.prefix} could be restored (${skipped.map((s) => `${s.id}: ${s.reason}`).join('; ')}), and the local store ${target} is of another lineage than snapshot ${newestReadable.id}: an offline transform rewrote the state since; the local store was left as it is`, { details: { skipped, job: layout.job, partition: layout.partition } })
+  }
   if (settings.allowEmpty && wanted === undefined) {
     if (local.state === 'damaged') {
       emit({ type: 'local-store-replaced', reason: local.reason })
@@ -168,7 +183,11 @@ async function restore(options: RestoreOptions, early: (LocalState & { state: 'i
   throw new TidemarkError('TIDEMARK_SNAPSHOT_NOT_FOUND', `${why}; pass allowEmpty to start from an empty state`, { details: { skipped, job: layout.job, partition: layout.partition } })
 
   function skip(ref: { id: string; key: string }, err: unknown): void {
-    const entry: SkippedSnapshot = { id: ref.id, key: ref.key, reason: ((err as TidemarkError).details.reason as CorruptReason | undefined) ?? 'manifest-unreadable', message: (err as Error).message }
+    skipFor(ref, ((err as TidemarkError).details.reason as CorruptReason | undefined) ?? 'manifest-unreadable', (err as Error).message)
+  }
+
+  function skipFor(ref: { id: string; key: string }, reason: SkippedSnapshot['reason'], message: string): void {
+    const entry: SkippedSnapshot = { id: ref.id, key: ref.key, reason, message }
     skipped.push(entry)
     emit({ type: 'snapshot-skipped', skipped: entry })
   }

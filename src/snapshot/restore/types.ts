@@ -83,7 +83,8 @@ export interface RestoreProgress {
 export interface SkippedSnapshot {
   id: string
   key: string
-  reason: CorruptReason
+  /** Why it failed verification, or `other-lineage`: older than a snapshot of another lineage (an offline transform's), so never a fallback for it. */
+  reason: CorruptReason | 'other-lineage'
   message: string
 }
 
