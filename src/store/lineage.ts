@@ -9,7 +9,8 @@
  * (SnapshotManifest.lineage), and a restore uses a local store as it is only
  * when its lineage is the snapshot's (docs/state-evolution.md).
  */
-import type { PartitionStore } from './partition-store.js'
+import type { ClassicLevel } from 'classic-level'
+import { metadataKey } from './keys.js'
 
 /** The store metadata that holds the lineage record. */
 export const LINEAGE_METADATA = 'tidemark.lineage'
@@ -27,8 +28,24 @@ export interface LineageRecord {
 /** Lineage ids as manifests may carry them. */
 export const LINEAGE_ID = /^[0-9a-f]{16,64}$/
 
-/** The lineage id of the store, or undefined for a store no transform built (nor restored from one that was). */
-export async function readLineage(store: PartitionStore): Promise<string | undefined> {
-  const record = await store.getMetadata<Partial<LineageRecord>>(LINEAGE_METADATA)
-  return typeof record?.id === 'string' && LINEAGE_ID.test(record.id) ? record.id : undefined
+/**
+ * The lineage id of the store, or undefined for a store no transform built
+ * (nor restored from one that was). Kept by the store from its open on
+ * (PartitionStore.lineage): a checkpoint of an idle-closed store reads it
+ * without reopening the store.
+ */
+export async function readLineage(store: { readonly lineage: string | undefined }): Promise<string | undefined> {
+  return store.lineage
+}
+
+/** The lineage id a LINEAGE_METADATA document holds, if it is one. */
+export function lineageIdOf(record: unknown): string | undefined {
+  const id = (record as Partial<LineageRecord> | null | undefined)?.id
+  return typeof id === 'string' && LINEAGE_ID.test(id) ? id : undefined
+}
+
+/** What a store reads when it opens (store-load): its lineage id. */
+export async function loadLineage(db: ClassicLevel<string, string>): Promise<string | undefined> {
+  const bytes = await db.get<Buffer, Buffer>(metadataKey(LINEAGE_METADATA), { keyEncoding: 'buffer', valueEncoding: 'buffer' })
+  return bytes === undefined ? undefined : lineageIdOf(JSON.parse(bytes.toString('utf8')))
 }

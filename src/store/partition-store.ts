@@ -12,6 +12,7 @@ import { checkAdvancing, checkCommitPositions, PositionKeys, sourceId, type Posi
 import type { StateDefinition } from './state.js'
 import { checkDeclared, encodeStateRecord, type RecordedState, type StateRecord } from './state-registry.js'
 import { loadPositions, registerStates } from './store-load.js'
+import { LINEAGE_METADATA, lineageIdOf, loadLineage } from './lineage.js'
 import { budgetedBytes, levelOptionsOf, resolveStoreOptions, type PartitionStoreOptions, type ResolvedOptions } from './store-options.js'
 import { Transaction, type TransactionOptions } from './transaction.js'
 import { KEY_ID_BYTES, keyOfId, MAX_KEY_IDS, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
@@ -47,6 +48,7 @@ export class PartitionStore implements TransactionHost {
   readonly #options: ResolvedOptions
   readonly #states = new Map<string, StateDefinition>()
   readonly #positions = new Map<string, Position>()
+  #lineage: string | undefined
   /** The state registry as stored (state-registry.ts), by name: the declared states and any the program no longer lists. */
   readonly #records = new Map<string, StateRecord>()
   #db: Level
@@ -109,6 +111,7 @@ export class PartitionStore implements TransactionHost {
       try {
         await loadPositions(db, store.#positions)
         await registerStates(db, byName, path, resolved.sync, store.#records)
+        store.#lineage = await loadLineage(db)
       } catch (err) {
         await db.close()
         throw err
@@ -122,9 +125,7 @@ export class PartitionStore implements TransactionHost {
   }
 
   /** Whether the LevelDB is closed for being idle (its budget's idleCloseMs) or above its budget share; the next read or commit opens it. */
-  get idle(): boolean {
-    return this.#asleep
-  }
+  get idle(): boolean { return this.#asleep }
 
   /** A new transaction; see Transaction and TransactionOptions. */
   transaction(options?: TransactionOptions): Transaction {
@@ -151,17 +152,15 @@ export class PartitionStore implements TransactionHost {
     return [...this.#records].map(([name, r]) => ({ name, ...r })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
-  /**
-   * One of LevelDB's own figures about this store (`leveldb.num-files-at-level0`
-   * to 6, `leveldb.stats`, `leveldb.sstables`, `leveldb.approximate-memory-usage`;
-   * docs/partition-store.md); undefined while the store is closed for a
-   * checkpoint or for being idle.
-   */
+  /** One of LevelDB's own figures (docs/partition-store.md); undefined while the store is closed (a checkpoint, idle). */
   leveldbProperty(name: string): string | undefined {
     checkLeveldbProperty(name)
     this.#checkOpen()
     return this.#gate !== undefined ? undefined : this.#db.getProperty(name)
   }
+
+  /** The lineage id (src/store/lineage.ts) this store holds, kept from its open on. */
+  get lineage(): string | undefined { return this.#lineage }
 
   /** Reads a metadata document written by setMetadata. */
   async getMetadata<T = unknown>(name: string): Promise<T | undefined> {
@@ -177,6 +176,7 @@ export class PartitionStore implements TransactionHost {
     await this.#serialized(async () => {
       this.#checkOpen()
       await this.#db.put<Buffer, Buffer>(key, Buffer.from(text, 'utf8'), { ...BUFFERS, sync: this.#options.sync })
+      if (name === LINEAGE_METADATA) this.#lineage = lineageIdOf(value)
     })
   }
 
