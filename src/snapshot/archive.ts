@@ -80,7 +80,10 @@ export function packFiles(files: readonly PackInput[]): { stream: Readable; entr
         let sha256: string
         if (whole !== undefined) {
           if (whole.data.byteLength !== file.size) throw new Error(`${file.path} is ${whole.data.byteLength} bytes, expected ${file.size}`)
-          await new Promise<void>((resolve, reject) => pack.entry(header, whole.data, (err) => (err ? reject(err) : resolve())))
+          // The entry's own 'error' too: an upload that stops reading early
+          // destroys the pack, which destroys the entry in flight with an
+          // AbortError; unheard, that was an uncaught exception.
+          await new Promise<void>((resolve, reject) => { pack.entry(header, whole.data, (err) => (err ? reject(err) : resolve())).on('error', reject) })
           sha256 = whole.sha256
         } else {
           sha256 = await streamEntry(pack, header, file.path)

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
@@ -116,6 +117,20 @@ describe('data objects', () => {
     const packed = await entries
     expect(archive.subarray(packed[1]!.offset, packed[1]!.offset + packed[1]!.size).equals(later)).toBe(true)
     expect(packed[1]!.sha256).toBe(createHash('sha256').update(later).digest('hex'))
+  })
+})
+
+describe('an archive whose upload stops reading early', () => {
+  it('ends quietly: the pack and its entry in flight raise no uncaught exception in the process', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'abandoned-upload.ts')], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (c: Buffer) => { out += c.toString() })
+    child.stderr.on('data', (c: Buffer) => { err += c.toString() })
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
+    expect(err).not.toMatch(/AbortError/)
+    expect(out).toBe('stopped: the write failed\n')
+    expect(code).toBe(0)
   })
 })
 
