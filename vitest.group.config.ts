@@ -1,13 +1,15 @@
 import { defineConfig } from 'vitest/config'
 import { packageEntries } from './vitest.alias.js'
+import { heavyFiles } from './vitest.heavy.js'
 
 // `npm run test:group`: the consumer-group suite that is too slow for
 // `npm test` (stalled members past the session timeout, rebalances with
-// several worker processes). Its files end in .group.ts.
+// several worker processes). Its files end in .group.ts; the slowest files
+// of npm test (vitest.heavy.ts) run here too.
 export default defineConfig({
   resolve: { alias: packageEntries },
   test: {
-    include: ['test/**/heavy/**/*.group.ts'],
+    include: ['test/**/heavy/**/*.group.ts', ...heavyFiles],
     globalSetup: ['test/setup/services.ts'],
     setupFiles: ['test/setup/worker.ts'],
     pool: 'forks',
