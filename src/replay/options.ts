@@ -7,7 +7,7 @@ import type { Codec } from '../store/codec.js'
 import type { StateDefinition } from '../store/state.js'
 import type { Transaction } from '../store/transaction.js'
 import { RESERVED_STATE_NAMES } from '../outputs/states.js'
-import { SnapshotLayout } from '../snapshot/layout.js'
+import { layoutOfOption, type SnapshotLayout } from '../snapshot/layout.js'
 import { describeValue } from '../util/describe-value.js'
 
 /** What a replay's handler gets: the event's source position and, with an output, emit(). */
@@ -240,14 +240,7 @@ function resolveStart(value: unknown, snapshots: SnapshotStore, from: bigint | u
 }
 
 function layoutOf(job: string, partition: number, name = 'options.job'): SnapshotLayout {
-  try {
-    return new SnapshotLayout(job, partition)
-  } catch (err) {
-    // The layout names 'job'; the caller passed options.job.
-    if (err instanceof TypeError) throw new TypeError(`${name}: ${err.message}`, { cause: err })
-    if (err instanceof RangeError) throw new RangeError(`${name}: ${err.message}`, { cause: err })
-    throw err
-  }
+  return layoutOfOption(job, partition, name)
 }
 
 /** The start's job is read as a namespace (seed.ts), after the replay's record is written: checked as one here. */

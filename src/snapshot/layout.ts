@@ -85,3 +85,18 @@ function checkSegment(value: unknown, name: string): string {
   assertKey(value, name)
   return value
 }
+
+/**
+ * A layout for options that name the job and partition under `name`
+ * (`options.job`, `from`): the layout's own TypeError or RangeError, which
+ * names 'job', comes back prefixed with it.
+ */
+export function layoutOfOption(job: string, partition: string | number, name: string): SnapshotLayout {
+  try {
+    return new SnapshotLayout(job, partition)
+  } catch (err) {
+    if (err instanceof TypeError) throw new TypeError(`${name}: ${err.message}`, { cause: err })
+    if (err instanceof RangeError) throw new RangeError(`${name}: ${err.message}`, { cause: err })
+    throw err
+  }
+}

@@ -4,7 +4,7 @@
  */
 import { hostname, tmpdir } from 'node:os'
 import { resolve } from 'node:path'
-import { SnapshotLayout, SNAPSHOT_ID } from '../snapshot/index.js'
+import { layoutOfOption, SNAPSHOT_ID, type SnapshotLayout } from '../snapshot/index.js'
 import type { SnapshotStore } from '../snapshot-store/index.js'
 import { validatePosition, type Position, type StateDefinition } from '../store/index.js'
 import { checkInt, checkKnown, describeValue } from '../util/index.js'
@@ -153,13 +153,7 @@ function stateList(value: unknown, name: string): readonly StateDefinition[] {
 function layoutOf(job: unknown, partition: unknown, name: string): SnapshotLayout {
   if (typeof job !== 'string' || job === '') throw new TypeError(`${name}.job must be a non-empty string, got ${describeValue(job)}`)
   if (typeof partition !== 'string' && typeof partition !== 'number') throw new TypeError(`${name}.partition must be a number or a partition name ('orders-3'), got ${describeValue(partition)}`)
-  try {
-    return new SnapshotLayout(job, partition)
-  } catch (err) {
-    if (err instanceof TypeError) throw new TypeError(`${name}: ${err.message}`, { cause: err })
-    if (err instanceof RangeError) throw new RangeError(`${name}: ${err.message}`, { cause: err })
-    throw err
-  }
+  return layoutOfOption(job, partition, name)
 }
 
 function store(value: unknown, name: string): SnapshotStore {
