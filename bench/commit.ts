@@ -8,7 +8,10 @@
  * through view.get() with an await per event instead.
  *
  * --rounds pairs (raw, store), each in fresh directories, alternating which
- * side goes first; ratio is the median of the per-pair ratios.
+ * side goes first; ratio is the median of the per-pair ratios. Each round
+ * also runs the raw loop on the keys the store writes, the state's prefix in
+ * front of each (`sameKeysRatio`, for information: the rest of the gap is the
+ * store's own work).
  *
  * Versioned states (docs/state-evolution.md), in the same run: each round
  * also runs the store loop on a versioned state (version 2), whose values
@@ -111,7 +114,8 @@ async function upgradeRounds(keys: number, batch: number, rounds: number): Promi
   return { onRead, byHand }
 }
 
-async function viaRaw(path: string, events: string[], batch: number): Promise<number> {
+/** `prefix`: put in front of every key, as the store writes it (the state's prefix, one string per event as a sublevel builds it). */
+async function viaRaw(path: string, events: string[], batch: number, prefix = ''): Promise<number> {
   const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   await db.open()
   const t0 = performance.now()
@@ -120,7 +124,7 @@ async function viaRaw(path: string, events: string[], batch: number): Promise<nu
     const pending = new Map<string, string>()
     const end = Math.min(start + batch, events.length)
     for (let i = start; i < end; i++) {
-      const key = events[i]!
+      const key = prefix === '' ? events[i]! : prefix + events[i]!
       const text = pending.get(key) ?? db.getSync(key)
       const prev = text === undefined ? undefined : (JSON.parse(text) as Counter)
       pending.set(key, JSON.stringify({ n: (prev?.n ?? 0) + 1, pad: PAD }))
@@ -149,11 +153,23 @@ export async function run(args: string[]): Promise<void> {
       dir.cleanup()
     }
   }
-  // Each round: raw, unversioned and versioned (the last two rotate which goes first).
+  // Each round: raw, raw with the store's keys, unversioned and versioned (the last two rotate which goes first).
   const versionedMs: number[] = []
+  const sameKeysMs: number[] = []
+  const statePrefix = COUNTS.prefix.toString('latin1')
   const pairs = await interleaved(
     opts.rounds,
-    () => inFreshDir((path) => viaRaw(path, events, opts.batch)),
+    async (round) => {
+      const plain = () => inFreshDir((path) => viaRaw(path, events, opts.batch))
+      const sameKeys = () => inFreshDir((path) => viaRaw(path, events, opts.batch, statePrefix))
+      if (round % 2 === 0) {
+        const ms = await plain()
+        sameKeysMs.push(await sameKeys())
+        return ms
+      }
+      sameKeysMs.push(await sameKeys())
+      return plain()
+    },
     async (round) => {
       const plain = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads))
       const versioned = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads, undefined, COUNTS_V2 as unknown as ValueState<Counter>))
@@ -182,6 +198,11 @@ export async function run(args: string[]): Promise<void> {
     versionedPerSec: Math.round(opts.events / (median(versionedMs) / 1000)),
     // Unversioned time / versioned time within each round: 1 is no cost.
     ...prefixed('versionedRatio', pairedRatio(pairs.measured.map((ms, i) => ms / versionedMs[i]!))),
+    // For information: the raw loop on the store's LevelDB keys (the state's
+    // prefix, 9 bytes, in front of each key: part of the on-disk format) /
+    // the store, within each round. What the store costs beyond its key format.
+    sameKeysPerSec: Math.round(opts.events / (median(sameKeysMs) / 1000)),
+    ...prefixed('sameKeysRatio', pairedRatio(pairs.measured.map((ms, i) => sameKeysMs[i]! / ms))),
     upgradeReadsPerSec: Math.round(opts.keys / (median(upgrade.onRead) / 1000)),
     byHandReadsPerSec: Math.round(opts.keys / (median(upgrade.byHand) / 1000)),
     // Plain read + upgrade by hand / read one version behind (upgraded on read), within each round.

@@ -29,6 +29,7 @@ import { GetObjectCommand, PutObjectCommand, UploadPartCommand } from '@aws-sdk/
 import { S3SnapshotStore, S3_DEFAULTS } from '../connectors/s3/index.js'
 import { PartitionStore, RESTORE_DEFAULTS, restoreSnapshot, Snapshotter, SNAPSHOT_DEFAULTS } from '../src/index.js'
 import { saveFigures } from './_figures.js'
+import { measureInChild } from './_rss-child.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, prefixed, round } from './_util.js'
 import { benchS3, emptyBucket, generateStore, kv, peakRssMB, phasePeaks, rawPut, type BenchS3 } from './snapshot.js'
 
@@ -117,6 +118,18 @@ export async function run(args: string[]): Promise<void> {
     const maxDownloadsInFlight = inFlight.reset().get
     const peakRssMBByPhase = peaks.stop()
 
+    // The memory target: each side alone in a fresh process (bench/_rss-child.ts
+    // says why this process's phases cannot tell it), the stores closed here first.
+    await Promise.all(stores.splice(0).map((s) => s.close()))
+    const childS3 = { endpoint: s3.endpoint, region: s3.region, credentials: s3.credentials, bucket: s3.bucket }
+    const storePaths = Array.from({ length: opts.partitions }, (_, p) => join(dir.path, `p${p}`))
+    const snapshotRss = await measureInChild({ kind: 'snapshot', s3: childS3, prefix: 'job', job: 'rss', stores: storePaths, maxConcurrentUploads: opts.limit })
+    await emptyBucket(s3.admin, s3.bucket, `${snapshotStore.options.prefix}rss/`)
+    const restoreRss = await measureInChild({ kind: 'restore', s3: childS3, prefix: 'job', job: 'restore', partitions: opts.partitions, target: join(dir.path, 'rss-restore'), maxConcurrentDownloads: opts.limit })
+    const rawPutRss = await measureInChild({ kind: 'rawPut', s3: childS3, files: tables.map((t) => join(rawDir, t)), concurrency: opts.limit })
+    await emptyBucket(s3.admin, s3.bucket, 'raw-rss/')
+    const rawGetRss = await measureInChild({ kind: 'rawGet', s3: childS3, keys: objects, target: join(dir.path, 'rss-raw-get'), concurrency: opts.limit })
+
     const result = {
       bench: 'partitions',
       baseline: `PutObject of the same table files (whole) and GetObject of the same data objects (whole, into files, each fsynced), ${opts.limit} requests at a time, as the store's shared limit`,
@@ -136,7 +149,15 @@ export async function run(args: string[]): Promise<void> {
       getMBps: round(median(get.measured.map(mbps)), 1),
       rawGetMBps: round(median(get.raw.map(mbps)), 1),
       ...prefixed('getRatio', get),
-      peakRssMB: peakRssMB(),
+      // Processes that only snapshot every partition, or only restore them; the larger.
+      peakRssMB: Math.max(snapshotRss.peakRssMB, restoreRss.peakRssMB),
+      snapshotPeakRssMB: snapshotRss.peakRssMB,
+      restorePeakRssMB: restoreRss.peakRssMB,
+      // Processes that only put the same table files, or only get the same objects.
+      rawPutPeakRssMB: rawPutRss.peakRssMB,
+      rawGetPeakRssMB: rawGetRss.peakRssMB,
+      // This process, for information: each phase starts from what the ones before it left.
+      processPeakRssMB: peakRssMB(),
       peakRssMBByPhase,
     }
     emit(result)

@@ -29,6 +29,7 @@ import { Kafka, logLevel, type Message } from 'kafkajs'
 import { openFileLog } from '../src/log/index.js'
 import { benchKafka, benchProducer, type BenchKafka } from './_kafka.js'
 import { saveFigures } from './_figures.js'
+import { measureInChild } from './_rss-child.js'
 import { benchS3, changeKeys, generateStore, peakRssMB, phasePeaks } from './snapshot.js'
 
 export async function run(args: string[]): Promise<void> {
@@ -114,6 +115,12 @@ export async function run(args: string[]): Promise<void> {
     cpu.restore.length = 0
     const withFsync = await pairs(true, '')
     const noFsync = await pairs(false, 'NoFsync')
+    // The memory target: each side alone in a fresh process (bench/_rss-child.ts
+    // says why this process's phases cannot tell it).
+    const childS3 = { endpoint: s3.endpoint, region: s3.region, credentials: s3.credentials, bucket: s3.bucket }
+    const restoreRss = await measureInChild({ kind: 'restore', s3: childS3, prefix: 'job', job: 'bench', partitions: 1, target: join(dir.path, 'rss-restore'), downloadConcurrency: opts.concurrency })
+    const rawRss = await measureInChild({ kind: 'rawGet', s3: childS3, keys: objects.map((o) => o.key), target: join(dir.path, 'rss-raw'), concurrency: opts.concurrency })
+    if (restoreRss.bytes !== restored!.bytesDownloaded) throw new Error(`the measured restore downloaded ${restoreRss.bytes} bytes, the timed ones ${restored!.bytesDownloaded}`)
     // The changelog for the Kafka Streams way, written after the restore
     // rounds: producing it grows this process to over 1 GB, and what the
     // allocator keeps of that would count in the restore phases' RSS (their
@@ -156,7 +163,11 @@ export async function run(args: string[]): Promise<void> {
       changelogFileRatio: round(changelogFileSeconds / restoreSeconds, 2),
       concurrency: opts.concurrency,
       progressCalls,
-      peakRssMB: Math.max(peakRssMBByPhase.restore ?? 0, peakRssMBByPhase.restoreNoFsync ?? 0),
+      // A process that only restores (fsynced, this concurrency), and one that only downloads the same objects.
+      peakRssMB: restoreRss.peakRssMB,
+      rawPeakRssMB: rawRss.peakRssMB,
+      // This process's phases, for information: each starts from what the ones before it left.
+      inProcessPeakRssMB: Math.max(peakRssMBByPhase.restore ?? 0, peakRssMBByPhase.restoreNoFsync ?? 0),
       processPeakRssMB: peakRssMB(),
       peakRssMBByPhase,
     }

@@ -116,7 +116,7 @@ export const ROWS: readonly Row[] = [
     run: ['commit'],
     what: 'read-modify-write of counters in batches, one commit per batch, vs the same reads and `db.batch` puts on classic-level; interleaved pairs; the same loop on a versioned state (`versionedRatio`), and reads of values one version behind vs plain reads + the upgrade by hand (`upgradeRatio`)',
     measures: STORE,
-    figures: (f) => clauses([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio'), ratio(f, 'versionedRatio'), ratio(f, 'upgradeRatio')]),
+    figures: (f) => clauses([phrase(f, ['events', 'keys', 'batch'], (e, k, b) => `${int(e)} events over ${int(k)} keys, batches of ${b}`), phrase(f, ['eventsPerSec', 'rawPerSec'], (a, b) => `${int(a)} events/s vs raw ${int(b)}/s`), ratio(f, 'ratio'), phrase(f, ['sameKeysPerSec'], (x) => `raw on the store's keys (the state's prefix in front of each) ${int(x)}/s`), ratio(f, 'sameKeysRatio'), ratio(f, 'versionedRatio'), ratio(f, 'upgradeRatio')]),
   },
   {
     name: 'replay',
@@ -169,7 +169,7 @@ export const ROWS: readonly Row[] = [
       ratio(f, 'ratio'),
       phrase(f, ['changelogSeconds'], (x) => `changelog rebuild ${x} s`),
       phrase(f, ['changelogRatio'], (x) => `\`changelogRatio\` ${x}`),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+      phrase(f, ['peakRssMB', 'rawPeakRssMB'], (a, b) => `\`peakRssMB\` ${a} (a process that only restores; ${b} one that only downloads)`),
     ]),
   },
   {
@@ -199,7 +199,7 @@ export const ROWS: readonly Row[] = [
       ratio(f, 'putRatio'),
       phrase(f, ['getMBps', 'rawGetMBps'], (a, b) => `restore all ${a} MB/s vs plain gets ${b} MB/s`),
       ratio(f, 'getRatio'),
-      phrase(f, ['peakRssMB'], (x) => `\`peakRssMB\` ${x}`),
+      phrase(f, ['peakRssMB', 'snapshotPeakRssMB', 'restorePeakRssMB', 'rawPutPeakRssMB', 'rawGetPeakRssMB'], (a, s, r, p, g) => `\`peakRssMB\` ${a} (a process that only snapshots every partition ${s}, only restores them ${r}; only plain puts ${p}, only plain gets ${g})`),
     ]),
   },
   {
