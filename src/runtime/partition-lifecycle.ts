@@ -394,6 +394,8 @@ export class PartitionLifecycle {
     void this.#snapshotter.prepare()
     this.#scheduler = new SnapshotScheduler(this.#snapshotter, {
       ...schedule,
+      // Partitions that start together snapshot apart (SnapshotSchedulerOptions.phase).
+      phase: schedule?.phase ?? Math.random(),
       onSnapshot: (result) => o.events.snapshot(result),
       onError: (error) => this.snapshotFailed(error),
     })

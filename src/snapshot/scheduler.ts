@@ -1,7 +1,7 @@
 import { isTidemarkError } from '../errors.js'
 import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
-import { checkInt, checkKnown } from '../util/index.js'
+import { checkInt, checkKnown, describeValue } from '../util/index.js'
 import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
 import type { Snapshotter } from './snapshotter.js'
 import type { SnapshotResult, TakeSnapshotOptions } from './snapshotter-types.js'
@@ -15,6 +15,16 @@ export interface SnapshotSchedulerOptions {
   everyBytes?: number
   /** After a failed snapshot, wait this long before the next attempt. Default 10 s. */
   retryDelayMs?: number
+  /**
+   * The part of `intervalMs` counted as passed when the scheduler is made,
+   * from 0 (the first time-based snapshot one whole interval after) up to
+   * but not including 1. Default 0; the PartitionProcessor and the
+   * StatefulConsumer give each partition a random one unless the schedule
+   * names it, so that partitions that start together (a process with a
+   * thousand of them) spread their snapshots over an interval instead of
+   * all taking one in the same second, and keep apart afterwards.
+   */
+  phase?: number
   onSnapshot?: (result: SnapshotResult) => void
   onError?: (error: unknown) => void
   /** What time and intervals are measured with (`{ now(), every(ms, fn) }`). Default: performance.now() and an unref'd setInterval. */
@@ -23,7 +33,7 @@ export interface SnapshotSchedulerOptions {
 
 export type { SchedulerClock }
 
-const KNOWN = ['onSnapshot', 'onError', 'clock', ...Object.keys(SCHEDULER_DEFAULTS)]
+const KNOWN = ['onSnapshot', 'onError', 'clock', 'phase', ...Object.keys(SCHEDULER_DEFAULTS)]
 
 /**
  * Decides when to snapshot a partition: by time, by events and by bytes
@@ -37,7 +47,9 @@ const KNOWN = ['onSnapshot', 'onError', 'clock', ...Object.keys(SCHEDULER_DEFAUL
  */
 export class SnapshotScheduler {
   readonly snapshotter: Snapshotter
-  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError' | 'clock'>>>
+  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError' | 'clock' | 'phase'>>>
+  /** SnapshotSchedulerOptions.phase, as given or 0. */
+  readonly phase: number
   readonly #clock: SchedulerClock
   readonly #onSnapshot: ((result: SnapshotResult) => void) | undefined
   readonly #onError: ((error: unknown) => void) | undefined
@@ -66,7 +78,10 @@ export class SnapshotScheduler {
     this.#onSnapshot = checkFunction(o.onSnapshot, 'onSnapshot')
     this.#onError = checkFunction(o.onError, 'onError')
     this.#clock = checkSchedulerClock(o.clock, 'clock')
-    this.#lastStart = this.#clock.now()
+    const phase: unknown = o.phase === undefined ? 0 : o.phase
+    if (typeof phase !== 'number' || !(phase >= 0 && phase < 1)) throw new RangeError(`phase must be a number from 0 up to but not including 1, got ${describeValue(phase)}`)
+    this.phase = phase
+    this.#lastStart = this.#clock.now() - phase * this.options.intervalMs
   }
 
   /** Starts the timer for time-based snapshots. */

@@ -151,6 +151,33 @@ describe('SnapshotScheduler', () => {
     expect(clock.intervals()).toEqual([])
   })
 
+  it('phase: the first time-based snapshot comes that part of intervalMs early, and the ones after keep the interval', async () => {
+    const clock = manualClock()
+    const { scheduler, snapshotted } = await setup({ intervalMs: 400, everyBytes: 0, clock, phase: 0.75 })
+    expect(scheduler.phase).toBe(0.75)
+    scheduler.start()
+    scheduler.noteCommit(1, 10)
+    clock.advance(90) // 390 ms of the interval counted: not due yet
+    expect(scheduler.inFlight).toBe(false)
+    clock.advance(10)
+    expect(scheduler.inFlight).toBe(true)
+    await snapshotted(1)
+    scheduler.noteCommit(1, 10)
+    clock.advance(390)
+    expect(scheduler.inFlight).toBe(false)
+    clock.advance(10)
+    expect(scheduler.inFlight).toBe(true)
+    await snapshotted(2)
+  })
+
+  it('refuses a phase outside [0, 1), and defaults it to 0', async () => {
+    const { f, scheduler } = await setup({ intervalMs: 0 })
+    expect(scheduler.phase).toBe(0)
+    for (const phase of [1, -0.1, Number.NaN, '0.5', null]) {
+      expect(() => new SnapshotScheduler(f.snapshotter, { phase: phase as number })).toThrow(RangeError)
+    }
+  })
+
   it('after a failure gives the counts back and waits retryDelayMs before trying again', async () => {
     const clock = manualClock()
     const { f, scheduler, errors, snapshotted, failed } = await setup({ everyEvents: 10, everyBytes: 0, intervalMs: 0, retryDelayMs: 300, clock })
