@@ -531,3 +531,54 @@ describe('orphaned partitions (the previous owner is no member of this join)', (
     expect(orphanedOf(tps([3]), [a, b, member('c')])).toEqual([])
   })
 })
+
+describe('at scale (issue 38): 1,024 partitions over 8 members', () => {
+  const P = 1024
+  const ids = range(8).map((i) => `member-${i}-${'x'.repeat(36)}`) // kafkajs member ids: client id + a UUID
+  const logger = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined, namespace: () => logger, setLogLevel: () => undefined } as unknown as Logger
+  const cluster = { findTopicPartitionMetadata: () => range(P).map((partitionId) => ({ partitionId })) } as unknown as Cluster
+  /** Member k owns the partitions p with p % 8 == k and is standby of those of member k + 1; a copy of each, with an offset of 10 digits, a snapshot id and a lag. */
+  const stateOf = (k: number): MemberState => {
+    const owned = range(P).filter((p) => p % ids.length === k)
+    const standbys = range(P).filter((p) => p % ids.length === (k + 1) % ids.length)
+    const copy = (p: number): LocalCopy => ({ topic: T, partition: p, position: 1_234_567_890n + BigInt(p), snapshot: `0000000003-${String(p).padStart(12, '0')}`, lag: { bytes: 1_048_576, snapshots: 1 } })
+    return { generation: 41, owned: tps(owned), standbys: tps(standbys), copies: [...owned, ...standbys].map(copy) }
+  }
+
+  it("the group's metadata (every subscription and assignment, as the coordinator stores it) stays under Kafka's 1 MB default message size; the plan is balanced and a steady group moves nothing", async () => {
+    const plans: ComputedAssignment[] = []
+    const assigners = ids.map((id, k) => stateAwareAssigner({ advertise: () => stateOf(k), standbys: 1, onAssignment: (p) => plans.push(p) })({ cluster, groupId: 'g', logger }))
+    const members = ids.map((memberId, k) => ({ memberId, memberMetadata: assigners[k]!.protocol({ topics: [T] }).metadata }))
+    for (const m of members) expect(readSubscription(m.memberMetadata).value?.copies).toHaveLength(2 * P / ids.length)
+    const result = await assigners[0]!.assign({ members, topics: [T] })
+    const plan = plans[0]!
+    expectBalanced(plan, P)
+    expect(plan.moved).toEqual([])
+    // Every partition has one standby, never its owner.
+    const standbyOf = new Map<number, string[]>()
+    for (const [id, m] of plan.members) for (const tp of m.standbys) standbyOf.set(tp.partition, [...(standbyOf.get(tp.partition) ?? []), id])
+    expect(standbyOf.size).toBe(P)
+    const owner = owners(plan)
+    for (const [p, s] of standbyOf) {
+      expect(s).toHaveLength(1)
+      expect(s[0]).not.toBe(owner.get(p))
+    }
+    // The coordinator keeps all of it in one record of __consumer_offsets (message.max.bytes, 1,048,588 by default).
+    const bytes = members.reduce((sum, m) => sum + m.memberMetadata.length, 0) + result.reduce((sum, r) => sum + r.memberAssignment.length, 0)
+    expect(bytes).toBeLessThan(1_000_000)
+  })
+
+  it('one member of 8 leaves: only its 128 partitions move, and the member holding their standby copies takes them up to its share', () => {
+    const members = ids.map((memberId, k) => ({ memberId, state: stateOf(k) })).filter((_, k) => k !== 3)
+    const plan = computeAssignment({ members, partitions: { [T]: range(P) }, standbys: 1 })
+    expectBalanced(plan, P)
+    expect(plan.moved).toHaveLength(P / ids.length)
+    for (const m of plan.moved) {
+      expect(m.from).toBe(null)
+      expect(m.partition % ids.length).toBe(3)
+    }
+    // The standby copies of member 3's partitions were member 2's (member k is standby of member k + 1's).
+    const fromStandby = plan.moved.filter((m) => m.to === ids[2]).length
+    expect(fromStandby).toBe(plan.members.get(ids[2]!)!.active.length - P / ids.length)
+  })
+})
