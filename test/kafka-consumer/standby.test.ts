@@ -13,7 +13,11 @@ describe('StatefulConsumer: standbys', () => {
   it('a standby restores a partition it takes over from its warm copy, downloading nothing', async () => {
     const { brokers, producer, topic, job, store } = await groupFixture('kc-standby')
     const options = (handoff: boolean) => consumerOptions({ brokers, job, topics: [topic], stateDir: tempDir() }, {
-      snapshots: { store, schedule: { intervalMs: 0, everyEvents: 100 } },
+      // Every 100 records, and 50 ms after a commit that no threshold
+      // covered: the records after the last multiple of 100 a batch ended on
+      // are in a snapshot too, however the fetches cut the batches (the
+      // test waits for the one at offset 399).
+      snapshots: { store, schedule: { intervalMs: 50, everyEvents: 100 } },
       standbys: 1,
       standby: { intervalMs: 50 },
       handoff: { snapshot: handoff },
@@ -28,7 +32,7 @@ describe('StatefulConsumer: standbys', () => {
     // B joins: two partitions move to it, and each member is standby for the other's.
     await b.start()
     await until([a, b], () => running(a) === 2 && running(b) === 2)
-    // A's partitions' newest snapshots (every 100 records: the last at the end), and B's copies of them.
+    // A's partitions' newest snapshots (the last one at the end, offset 399), and B's copies of them.
     const aPartitions = a.partitions().map((p) => p.partition)
     const newest = new Map<number, string>()
     a.on('snapshot', (s) => {
