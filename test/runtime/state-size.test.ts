@@ -6,6 +6,8 @@ import {
   FsSnapshotStore, METRICS_CHANNELS, PartitionProcessor, PartitionStore, StoreBudget, openFileLog, type FileLog, type Logger, type StateSizeExceeded, type StateSizeMessage,
 } from '../../src/index.js'
 import { StateSizeWatch } from '../../src/runtime/state-size.js'
+import { PartitionLifecycle } from '../../src/runtime/partition-lifecycle.js'
+import { PartitionOutputs } from '../../src/outputs/partition-outputs.js'
 import { tempDir } from '../helpers/tmp.js'
 import { addSale, saleAt, TOPIC, totals, type Sale } from './fixtures/totals.js'
 
@@ -84,6 +86,45 @@ describe('a partition\'s state size', () => {
     expect(sizes).toHaveLength(4)
     expect(sizes[3]!).toBeGreaterThan(empty)
     expect(store.idle).toBe(true)
+  })
+
+  it('a partition\'s lifecycle measures it at its start and after a commit once its clock says the interval has passed, and reports the crossing once', async () => {
+    let now = 0
+    const path = tempDir()
+    const { logger, lines } = warnings()
+    const sizes: number[] = []
+    let measured: () => void = () => undefined
+    const exceeded: StateSizeExceeded[] = []
+    const none = (): void => undefined
+    const life = new PartitionLifecycle({
+      job: 'size-life', key: 0, topic: TOPIC, partition: 0, path, states: [totals], allowEmpty: true, logger,
+      outputs: new PartitionOutputs({ job: 'size-life', topic: TOPIC, partition: 0, outputs: undefined, dedupe: 'off' }),
+      stateSize: { limit: 8 * 1024, everyMs: 1000, clock: () => now },
+      events: {
+        restore: none, snapshot: none, snapshotFailed: none, snapshotter: none, ownership: none,
+        stateSize: (bytes) => { sizes.push(bytes); measured() },
+        stateSizeExceeded: (e) => exceeded.push(e),
+      },
+    })
+    onTestFinished(() => life.shutdown())
+    await life.start()
+    expect(sizes).toHaveLength(1)
+    const commit = async (from: number, to: number): Promise<void> => {
+      await fill(life.store!, from, to)
+      life.committed(to - from, 0, BigInt(to - 1))
+    }
+    await commit(0, 1000)
+    now += 999
+    await commit(1000, 1001)
+    expect(sizes).toHaveLength(1)
+    now += 1
+    const next = new Promise<void>((resolve) => { measured = resolve })
+    await commit(1001, 1002)
+    await next
+    expect(sizes).toHaveLength(2)
+    expect(sizes[1]!).toBeGreaterThan(8 * 1024)
+    expect(exceeded).toEqual([{ bytes: sizes[1], limit: 8 * 1024 }])
+    expect(lines.filter((l) => l.message.includes('soft limit'))).toHaveLength(1)
   })
 
   it('a processor publishes it (tidemark:state-size) at its start and at each snapshot, and its soft limit reports the crossing once with a warn line and an event', async () => {
