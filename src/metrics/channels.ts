@@ -30,6 +30,8 @@ export const METRICS_CHANNELS = Object.freeze({
   ownership: 'tidemark:ownership',
   /** Outputs committed (in the outbox) and not delivered yet. Published by the outbox (src/outputs). */
   outbox: 'tidemark:outbox',
+  /** A partition's state size on disk, measured at its start and after commits at a bounded rate, and its soft limit. */
+  stateSize: 'tidemark:state-size',
 } as const)
 
 export type MetricsChannelName = (typeof METRICS_CHANNELS)[keyof typeof METRICS_CHANNELS]
@@ -151,6 +153,13 @@ export interface OutboxMessage extends PartitionLabels {
   depth: number
 }
 
+export interface StateSizeMessage extends PartitionLabels {
+  /** Bytes of the partition store's state files (tables, write-ahead logs, MANIFEST): what a snapshot of it would hold. */
+  bytes: number
+  /** The partition's soft limit (the runtime's `stateSizeLimit`), if one is set. */
+  limit: number | undefined
+}
+
 /** The message type of each channel. */
 export interface MetricsMessages {
   'tidemark:partition': PartitionMessage
@@ -161,6 +170,7 @@ export interface MetricsMessages {
   'tidemark:replay': ReplayMessage
   'tidemark:ownership': OwnershipMessage
   'tidemark:outbox': OutboxMessage
+  'tidemark:state-size': StateSizeMessage
 }
 
 /**
@@ -176,6 +186,7 @@ export const channels = Object.freeze({
   replay: channel(METRICS_CHANNELS.replay),
   ownership: channel(METRICS_CHANNELS.ownership),
   outbox: channel(METRICS_CHANNELS.outbox),
+  stateSize: channel(METRICS_CHANNELS.stateSize),
 })
 
 /**

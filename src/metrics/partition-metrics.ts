@@ -60,6 +60,11 @@ export class PartitionMetrics {
     if (channels.ownership.hasSubscribers) channels.ownership.publish({ ...this.snapshotLabels, event, ...(epoch === undefined ? {} : { epoch }) })
   }
 
+  /** The partition's state size on disk and its soft limit. */
+  stateSize(bytes: number, limit: number | undefined): void {
+    if (channels.stateSize.hasSubscribers) channels.stateSize.publish({ ...this.labels, bytes, limit })
+  }
+
   /** Outputs committed in the outbox and not delivered yet. */
   outbox(depth: number): void {
     if (channels.outbox.hasSubscribers) channels.outbox.publish({ ...this.labels, depth })

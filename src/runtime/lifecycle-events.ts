@@ -5,6 +5,7 @@ import type { RestoreEvent } from '../snapshot/restore/index.js'
 import type { SnapshotResult, SnapshotterEvent } from '../snapshot/snapshotter-types.js'
 import type { RecordedState } from '../store/state-registry.js'
 import type { Progress } from './progress.js'
+import type { StateSizeExceeded } from './state-size.js'
 
 /** What the lifecycle reports about the partition's claim. */
 export type OwnershipEvent =
@@ -35,4 +36,8 @@ export interface LifecycleEvents {
   phase?(step: string): void
   /** Once per start: the store holds states the program does not list (kept; docs/state-evolution.md#states-the-program-no-longer-lists). */
   undeclaredStates?(states: RecordedState[]): void
+  /** Each measure of the partition's state size (at the start, then after commits at a bounded rate), with its soft limit. */
+  stateSize?(bytes: number, limit: number | undefined): void
+  /** The state size went above its soft limit: once per crossing (a warn line is logged too). */
+  stateSizeExceeded?(exceeded: StateSizeExceeded): void
 }

@@ -22,6 +22,7 @@ import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
 import { errorFields, type Logger } from '../logging/logger.js'
 import { reportUndeclaredStates } from './undeclared-states.js'
+import { StateSizeWatch, type StateSizeSettings } from './state-size.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
 import { ProgressMeter } from './progress.js'
 import { ClaimKeeper } from './claim-keeper.js'
@@ -77,6 +78,8 @@ export interface PartitionLifecycleOptions {
   outputs: PartitionOutputs
   logger: Logger
   events: LifecycleEvents
+  /** The state size's soft limit and the pace of its measures (state-size.ts): measured at the start and after commits. */
+  stateSize?: StateSizeSettings
   /** Called once, when the partition stops on a failure (the first one). */
   onFailure?(error: unknown): void
   /**
@@ -152,7 +155,7 @@ export class PartitionLifecycle {
   #claim: Claim | undefined
   #keeper: ClaimKeeper | undefined
   #claimWaitMs = 0
-  /** The member lease's expirations when this owner last looked at its claim. */
+  #size: StateSizeWatch | undefined
   #failure: { error: unknown } | undefined
   /** The last snapshot failure that did not stop the partition: a failed hand-off carries it. */
   #lastSnapshotError: TidemarkError | undefined
@@ -171,18 +174,12 @@ export class PartitionLifecycle {
     return this.#store
   }
 
-  get claim(): Claim | undefined {
-    return this.#claim
-  }
+  get claim(): Claim | undefined { return this.#claim }
 
-  get snapshotter(): Snapshotter | undefined {
-    return this.#snapshotter
-  }
+  get snapshotter(): Snapshotter | undefined { return this.#snapshotter }
 
   /** The error that stopped the partition (the first one), or undefined. */
-  get failure(): { error: unknown } | undefined {
-    return this.#failure
-  }
+  get failure(): { error: unknown } | undefined { return this.#failure }
 
   /** Aborted with the failure when the partition stops on one. */
   get stopped(): AbortSignal {
@@ -266,6 +263,8 @@ export class PartitionLifecycle {
       this.#store = opened ?? await this.#open()
       o.events.phase?.(opened === undefined ? 'opened' : 'opened early')
       reportUndeclaredStates(this.#store, o.logger, { job: o.job, topic: o.topic, partition: o.partition }, o.events.undeclaredStates)
+      this.#size = new StateSizeWatch(o)
+      await this.#size.measure()
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
@@ -396,7 +395,8 @@ export class PartitionLifecycle {
       ...schedule,
       // Partitions that start together snapshot apart (SnapshotSchedulerOptions.phase).
       phase: schedule?.phase ?? Math.random(),
-      onSnapshot: (result) => o.events.snapshot(result),
+      // A snapshot measures the state (its files) as it goes: a fresh state size at no cost.
+      onSnapshot: (result) => { this.#size?.measured(result.bytesTotal); o.events.snapshot(result) },
       onError: (error) => this.snapshotFailed(error),
     })
     this.#scheduler.start()
@@ -455,6 +455,7 @@ export class PartitionLifecycle {
   committed(events: number, bytes: number, offset: bigint): void {
     this.#scheduler?.noteCommit(events, bytes)
     this.#o.outputs.committed(offset)
+    void this.#size?.committed()
   }
 
   /** A snapshot of everything committed now (after one in flight); undefined without snapshots or when it failed. */

@@ -17,6 +17,7 @@ import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import { describeValue } from '../util/describe-value.js'
 import { sleep } from '../util/index.js'
 import { checkClaimStore, PartitionLifecycle } from './partition-lifecycle.js'
+import { checkStateSizeLimit } from './state-size.js'
 import { PROCESSOR_DEFAULTS, type OwnershipSettings, type PartitionProcessorOptions, type ProcessorEvents, type SnapshotSettings, type StartResult } from './processor-options.js'
 
 export type { OwnershipEvent } from './partition-lifecycle.js'
@@ -82,6 +83,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     if (typeof resolved.allowEmpty !== 'boolean') throw new TypeError('options.allowEmpty must be a boolean')
     this.options = Object.freeze(resolved)
     const ownership = resolveOwnership(options.ownership, options.snapshots)
+    const stateSizeLimit = checkStateSizeLimit(options.stateSizeLimit, 'options.stateSizeLimit')
     this.#logger = checkLogger(options.logger, 'options.logger')
     this.#metrics = new PartitionMetrics({ job: options.job, topic: options.topic, partition: options.partition })
     this.#outputs = new PartitionOutputs({
@@ -104,6 +106,7 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
       ...(ownership === undefined ? {} : { claim: { kind: 'lease', ...ownership } }),
       allowEmpty: resolved.allowEmpty,
       ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
+      stateSize: { limit: stateSizeLimit },
       outputs: this.#outputs,
       logger: this.#logger,
       events: {
@@ -114,6 +117,8 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
         snapshotter: (event) => this.emit('snapshotter', event),
         ownership: (event) => this.emit('ownership', event),
         undeclaredStates: (states) => this.emit('states-undeclared', states),
+        stateSize: (bytes, limit) => this.#metrics.stateSize(bytes, limit),
+        stateSizeExceeded: (exceeded) => this.emit('state-size-exceeded', exceeded),
       },
     })
   }
@@ -354,11 +359,11 @@ function resolveOwnership(value: OwnershipSettings | undefined, snapshots: Snaps
 
 /**
  * Events sent from the background (the lease's renewal timer, scheduled
- * snapshots, the outbox's delivery): a listener's throw is logged, not
+ * snapshots, the outbox's delivery, the state size's measures): a listener's throw is logged, not
  * passed on. progress, started and commit reach the caller of start() or
  * catchUp(), like any EventEmitter's, and stop the partition.
  */
-const BACKGROUND_EVENTS: ReadonlySet<keyof ProcessorEvents> = new Set(['snapshot', 'snapshot-failed', 'snapshotter', 'restore', 'ownership', 'outputs'])
+const BACKGROUND_EVENTS: ReadonlySet<keyof ProcessorEvents> = new Set(['snapshot', 'snapshot-failed', 'snapshotter', 'restore', 'ownership', 'outputs', 'state-size-exceeded'])
 
 function checkSignal(signal: unknown, what: string): void {
   if (!(signal instanceof AbortSignal)) throw new TypeError(`${what} must be an AbortSignal (from an AbortController), got ${describeValue(signal)}`)

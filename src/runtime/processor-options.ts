@@ -12,6 +12,7 @@ import type { TidemarkError } from '../errors.js'
 import type { Logger } from '../logging/logger.js'
 import type { DedupeMode, EmitContext, OutputsEvent, OutputsOptions } from '../outputs/types.js'
 import type { EventHandler } from './partition-synchronizer.js'
+import type { StateSizeExceeded } from './state-size.js'
 import type { Progress } from './progress.js'
 import type { LifecycleSnapshotSettings, OwnershipEvent } from './partition-lifecycle.js'
 
@@ -95,6 +96,14 @@ export interface PartitionProcessorOptions<E> {
   outputs?: OutputsOptions
   /** `'tidemark-ids'`: events whose `headers['tidemark-id']` was already applied are skipped (events from outboxRecordCodec()). Default 'off'. */
   dedupe?: DedupeMode
+  /**
+   * A soft limit on the partition's state size, in bytes (a positive
+   * integer): above it a warn line is logged and `state-size-exceeded` is
+   * emitted, once per crossing; nothing is refused. The size (its
+   * store's files, `tidemark_state_bytes`) is measured at start() and
+   * after commits at most every 15 s (docs/partition-store.md, "A cap per partition").
+   */
+  stateSizeLimit?: number
 }
 
 export const PROCESSOR_DEFAULTS = Object.freeze({
@@ -144,5 +153,7 @@ export interface ProcessorEvents {
   outputs: [OutputsEvent]
   /** Once per start, before processing: the store holds states `states` does not list. They are kept (and logged); dropState or `tidemark state drop` removes one on purpose. */
   'states-undeclared': [RecordedState[]]
+  /** The partition's state size went above options.stateSizeLimit (also logged at warn): once per crossing, again only after it went back below. */
+  'state-size-exceeded': [StateSizeExceeded]
 }
 

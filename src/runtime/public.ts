@@ -5,3 +5,4 @@ export type { EventContext, EventHandler, FetchOptions, PartitionSynchronizerOpt
 export { restoreToPoint } from './point-in-time.js'
 export type { PointInTimeOptions, PointInTimeResult } from './point-in-time.js'
 export type { Progress } from './progress.js'
+export type { StateSizeExceeded } from './state-size.js'

@@ -21,7 +21,7 @@ function services(): TaskServices {
     deadLetter: async () => undefined,
     pause: none,
     resumeAt: none,
-    events: { restore: none, snapshot: none, snapshotFailed: none, snapshotter: none, commit: none, skipped: none, truncated: none, outputs: none, ownership: none },
+    events: { restore: none, snapshot: none, snapshotFailed: none, snapshotter: none, commit: none, skipped: none, truncated: none, outputs: none, ownership: none, stateSizeExceeded: none },
   }
 }
 

@@ -130,6 +130,9 @@ describe('metrics: the Prometheus adapter', () => {
     // Each owner's claim; the first released it on close, so the second took it at once.
     expect(value(samples, 'tidemark_ownership_events_total', { ...s, event: 'acquired' })).toBe(2)
     expect(value(samples, 'tidemark_outbox_depth', p)).toBe(3)
+    // The state size of the partition's store, measured at each start and snapshot; no soft limit was set.
+    expect(value(samples, 'tidemark_state_bytes', p)).toBeGreaterThan(0)
+    expect(value(samples, 'tidemark_state_limit_bytes', p)).toBeUndefined()
   })
 
   it('a fresh process: /metrics of examples/metrics has the partition\'s failure series at 0 before anything failed', async () => {

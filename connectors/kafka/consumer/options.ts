@@ -5,7 +5,7 @@ import { jsonCodec, type Codec, type PartitionStoreOptions, type StateDefinition
 import type { SnapshotSchedulerOptions, SnapshotterOptions } from '../../../src/snapshot/index.js'
 import { resolveDedupe, resolveOutputs, type ResolvedOutputs, type DedupeMode, type EmitContext, type OutputsOptions } from '../../../src/outputs/index.js'
 import { checkLogger, type Logger } from '../../../src/logging/index.js'
-import { checkClaimStore } from '../../../src/runtime/index.js'
+import { checkClaimStore, checkStateSizeLimit } from '../../../src/runtime/index.js'
 import type { WarmupOptions } from './assignor.js'
 import { canRejoin } from './membership.js'
 
@@ -121,6 +121,14 @@ export interface StatefulConsumerOptions<V = unknown> {
   downloadConcurrency?: number
   /** Options of the partition stores. */
   store?: Omit<PartitionStoreOptions, 'path' | 'states'>
+  /**
+   * A soft limit on each partition's state size, in bytes (a positive
+   * integer): above it a warn line is logged and `state-size-exceeded` is
+   * emitted, once per crossing; nothing is refused. The size (its store's
+   * files, `tidemark_state_bytes`) is measured when a partition starts and
+   * after commits at most every 15 s (docs/partition-store.md, "A cap per partition").
+   */
+  stateSizeLimit?: number
   /** Passed to kafkajs's consumer: session and rebalance timeouts, heartbeat, fetch sizes and wait. */
   consumer?: {
     sessionTimeout?: number
@@ -221,6 +229,7 @@ export interface ResolvedConsumerOptions<V> {
   readonly dedupe: DedupeMode
   readonly downloadConcurrency: number | undefined
   readonly store: Omit<PartitionStoreOptions, 'path' | 'states'>
+  readonly stateSizeLimit: number | undefined
   readonly consumer: NonNullable<StatefulConsumerOptions['consumer']>
   readonly kafka: Omit<KafkaConfig, 'brokers' | 'clientId'>
   /** undefined: the state-aware assignor, which the consumer creates (it needs the consumer's local state). */
@@ -234,7 +243,7 @@ export interface ResolvedConsumerOptions<V> {
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
 const KNOWN = new Set([
   'job', 'brokers', 'topics', 'groupId', 'clientId', 'stateDir', 'states', 'handler', 'codec', 'batchSize', 'concurrency', 'snapshots',
-  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
+  'handoff', 'startFrom', 'onTruncated', 'onDecodeError', 'downloadConcurrency', 'store', 'stateSizeLimit', 'consumer', 'kafka', 'outputs', 'dedupe', 'logger',
   'partitionAssigners', 'standbys', 'standby', 'warmup',
 ])
 
@@ -324,6 +333,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
     dedupe: resolveDedupe(options.dedupe),
     downloadConcurrency,
     store: options.store ?? {},
+    stateSizeLimit: checkStateSizeLimit(options.stateSizeLimit, 'options.stateSizeLimit'),
     consumer,
     kafka,
     partitionAssigners: assigners === undefined ? undefined : Object.freeze([...assigners]),

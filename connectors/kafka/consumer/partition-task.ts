@@ -79,6 +79,7 @@ export class PartitionTask<V> {
       allowEmpty: true,
       ...(claim.standby === undefined ? {} : { standby: claim.standby }),
       ...(options.downloadConcurrency === undefined ? {} : { downloadConcurrency: options.downloadConcurrency }),
+      stateSize: { limit: options.stateSizeLimit },
       outputs: this.#outputs,
       logger: options.logger,
       events: {
@@ -88,6 +89,8 @@ export class PartitionTask<V> {
         snapshotter: (event) => services.events.snapshotter(at, event),
         ownership: (event) => services.events.ownership(at, event),
         phase: (step) => this.#phase?.(step),
+        stateSize: (bytes, limit) => this.metrics.stateSize(bytes, limit),
+        stateSizeExceeded: (exceeded) => services.events.stateSizeExceeded(at, exceeded),
       },
       // A failure stops the task: its store closes and its claim is released
       // now (a hand-off snapshot of a failed partition is never taken).

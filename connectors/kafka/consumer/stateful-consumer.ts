@@ -9,7 +9,7 @@ import { callListener } from '../../../src/logging/index.js'
 import type { PartitionStore } from '../../../src/store/index.js'
 import type { RestoreEvent, SnapshotResult, SnapshotterEvent, SnapshotFollowerEvent } from '../../../src/snapshot/index.js'
 import type { OutputsEvent } from '../../../src/outputs/index.js'
-import type { OwnershipEvent } from '../../../src/runtime/index.js'
+import type { OwnershipEvent, StateSizeExceeded } from '../../../src/runtime/index.js'
 import { AssignmentHandler } from './assignments.js'
 import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
@@ -61,6 +61,8 @@ export interface StatefulConsumerEvents {
   outputs: [TopicPartition & { event: OutputsEvent }]
   /** A partition's claim: taken from a holder proven dead, a failed release, the claim lost to another owner (docs/ownership.md). */
   ownership: [TopicPartition & { event: OwnershipEvent }]
+  /** A partition's state size went above options.stateSizeLimit (also logged at warn): once per crossing, again only after it went back below. */
+  'state-size-exceeded': [TopicPartition & StateSizeExceeded]
   /** A standby copy of a partition (options.standbys): synced to a new snapshot, a snapshot skipped, a sync failed. */
   standby: [TopicPartition & { event: SnapshotFollowerEvent }]
   /** kafkajs's consumer crashed (its error is the cause of a TIDEMARK_LOG_UNAVAILABLE); with restart it rejoins by itself. */
@@ -420,6 +422,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
         truncated: (tp, info) => this.emit('truncated', { ...at(tp), ...info }),
         outputs: (tp, event) => this.emit('outputs', { ...at(tp), event }),
         ownership: (tp, event) => this.emit('ownership', { ...at(tp), event }),
+        stateSizeExceeded: (tp, exceeded) => this.emit('state-size-exceeded', { ...at(tp), ...exceeded }),
       },
     }
   }

@@ -4,7 +4,7 @@ import type { KafkaMessage } from 'kafkajs'
 import type { TidemarkError } from '../../../src/errors.js'
 import type { RestoreEvent, SnapshotResult, SnapshotterEvent } from '../../../src/snapshot/index.js'
 import type { OutputsEvent } from '../../../src/outputs/index.js'
-import type { OwnershipEvent } from '../../../src/runtime/index.js'
+import type { OwnershipEvent, StateSizeExceeded } from '../../../src/runtime/index.js'
 
 export interface TopicPartition {
   topic: string
@@ -80,6 +80,7 @@ export interface TaskServices {
     truncated(tp: TopicPartition, info: { position: bigint | undefined; logStart: bigint; action: 'fail' | 'reset-to-earliest' }): void
     outputs(tp: TopicPartition, event: OutputsEvent): void
     ownership(tp: TopicPartition, event: OwnershipEvent): void
+    stateSizeExceeded(tp: TopicPartition, exceeded: StateSizeExceeded): void
   }
 }
 
