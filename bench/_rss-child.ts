@@ -1,7 +1,7 @@
 /**
  * A process that does one measured thing and reports its own peak RSS.
  *
- * The memory targets of `restore` and `partitions` are read here, in a fresh
+ * The memory targets of `restore`, `partitions` and `replay` are read here, in a fresh
  * process, instead of from the bench's own: RSS that a process once reached
  * stays counted (the allocator keeps what it freed), so a phase's peak there
  * starts from whatever the phases before it left. In the restore bench the
@@ -12,7 +12,7 @@
  * snapshot round. Neither figure was the restore's or the snapshot's.
  *
  * measureInChild() spawns this file with a JSON job; the child prints one
- * JSON line: { peakRssMB, bytes }. The raw baselines run the same way, so
+ * JSON line: { peakRssMB, bytes | events }. The raw baselines run the same way, so
  * that each side's peak is its own.
  */
 import { spawn } from 'node:child_process'
@@ -24,7 +24,8 @@ import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { S3SnapshotStore } from '../connectors/s3/index.js'
-import { PartitionStore, restoreSnapshot, Snapshotter, valueState, rawCodec } from '../src/index.js'
+import { FsSnapshotStore, openFileLog, PartitionStore, restoreSnapshot, Snapshotter, valueState, rawCodec } from '../src/index.js'
+import { replayProcessor } from './_replay-owner.js'
 
 export interface ChildS3 {
   endpoint: string
@@ -42,10 +43,15 @@ export type ChildJob =
   | { kind: 'rawGet'; s3: ChildS3; keys: string[]; target: string; concurrency: number }
   /** Plain PutObject of each file, read whole, `concurrency` at a time, under raw-rss/. */
   | { kind: 'rawPut'; s3: ChildS3; files: string[]; concurrency: number }
+  /** The replay bench's new owner (bench/replay.ts): restores from the file-system store and replays the file log read-only. */
+  | { kind: 'replay'; log: string; snapshots: string; path: string; batch: number; replayBatch: number }
 
 export interface ChildResult {
   peakRssMB: number
-  bytes: number
+  /** Bytes moved (the S3 jobs). */
+  bytes?: number
+  /** Events replayed (replay). */
+  events?: number
 }
 
 const kv = valueState('kv', { codec: rawCodec() })
@@ -74,7 +80,7 @@ function snapshotStoreOf(s3: ChildS3, prefix: string, limits: { maxConcurrentUpl
   return new S3SnapshotStore({ endpoint: s3.endpoint, region: s3.region, forcePathStyle: true, credentials: s3.credentials, bucket: s3.bucket, prefix, ...limits })
 }
 
-async function runJob(job: ChildJob): Promise<number> {
+async function runJob(job: ChildJob): Promise<Omit<ChildResult, 'peakRssMB'>> {
   switch (job.kind) {
     case 'restore': {
       const store = snapshotStoreOf(job.s3, job.prefix, job.maxConcurrentDownloads === undefined ? {} : { maxConcurrentDownloads: job.maxConcurrentDownloads })
@@ -84,7 +90,7 @@ async function runJob(job: ChildJob): Promise<number> {
           ...(job.fsync === undefined ? {} : { fsync: job.fsync }),
           ...(job.downloadConcurrency === undefined ? {} : { downloadConcurrency: job.downloadConcurrency }),
         })))
-        return results.reduce((sum, r) => sum + r.bytesDownloaded, 0)
+        return { bytes: results.reduce((sum, r) => sum + r.bytesDownloaded, 0) }
       } finally {
         await store.close()
         await rm(job.target, { recursive: true, force: true })
@@ -97,7 +103,7 @@ async function runJob(job: ChildJob): Promise<number> {
         const snapshotters = stores.map((partitionStore, p) => new Snapshotter({ snapshotStore: store, partitionStore, job: job.job, partition: p }))
         const results = await Promise.all(snapshotters.map((s) => s.takeSnapshot()))
         await Promise.all(snapshotters.map((s) => s.close()))
-        return results.reduce((sum, r) => sum + r.bytesUploaded, 0)
+        return { bytes: results.reduce((sum, r) => sum + r.bytesUploaded, 0) }
       } finally {
         await Promise.all(stores.map((s) => s.close()))
         await store.close()
@@ -125,7 +131,20 @@ async function runJob(job: ChildJob): Promise<number> {
         client.destroy()
         await rm(job.target, { recursive: true, force: true })
       }
-      return bytes
+      return { bytes }
+    }
+    case 'replay': {
+      const log = await openFileLog(job.log, { readOnly: true })
+      const owner = replayProcessor(log, new FsSnapshotStore({ root: job.snapshots }), job.path, job)
+      try {
+        const started = await owner.start()
+        if (started.source !== 'snapshot') throw new Error(`expected a restore from the snapshot, got ${started.source}`)
+        return { events: await owner.catchUp() }
+      } finally {
+        await owner.close()
+        await log.close()
+        await rm(job.path, { recursive: true, force: true })
+      }
     }
     case 'rawPut': {
       const client = new S3Client({ endpoint: job.s3.endpoint, region: job.s3.region, forcePathStyle: true, credentials: job.s3.credentials })
@@ -143,20 +162,20 @@ async function runJob(job: ChildJob): Promise<number> {
       } finally {
         client.destroy()
       }
-      return bytes
+      return { bytes }
     }
   }
 }
 
 if (process.argv[1] === CHILD) {
   const job = JSON.parse(process.argv[2] ?? '') as ChildJob
-  const bytes = await runJob(job)
+  const counts = await runJob(job)
   // VmHWM, the high-water mark of this process's own memory map: getrusage's
   // maxRSS is kept across execve on Linux, and the forked child's copy of the
   // bench's page tables before the exec counted in it (three different jobs
   // all reported the bench's 240 MB).
   const hwm = Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1])
   if (!Number.isFinite(hwm) || hwm <= 0) throw new Error('no VmHWM in /proc/self/status')
-  const result: ChildResult = { peakRssMB: Math.round(hwm / 102.4) / 10, bytes }
+  const result: ChildResult = { peakRssMB: Math.round(hwm / 102.4) / 10, ...counts }
   process.stdout.write(`${JSON.stringify(result)}\n`)
 }

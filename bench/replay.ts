@@ -21,18 +21,11 @@
 import { rm } from 'node:fs/promises'
 import { ClassicLevel } from 'classic-level'
 import { join } from 'node:path'
-import { FsSnapshotStore, PartitionProcessor, openFileLog, valueState, type EventHandler } from '../src/index.js'
+import { FsSnapshotStore, openFileLog, type PartitionProcessor } from '../src/index.js'
+import { replayProcessor, type Sale } from './_replay-owner.js'
 import { saveFigures } from './_figures.js'
+import { measureInChild } from './_rss-child.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
-
-interface Sale { key: string; amount: number }
-const totals = valueState<number>('totals')
-// Synchronous, as handlers can be: the processor holds the store open while
-// a handler runs, so getSync() needs no await.
-const addSale: EventHandler<Sale> = (tx, sale) => {
-  const view = tx.value(totals)
-  view.put(sale.key, (view.getSync(sale.key) ?? 0) + sale.amount)
-}
 
 export async function run(args: string[]): Promise<void> {
   const opts = intFlags(args, { events: 1_000_000, prefix: 100_000, keys: 1000, batch: 1000, replayBatch: 10_000, rounds: 5 })
@@ -49,10 +42,7 @@ export async function run(args: string[]): Promise<void> {
       }))
     }
     const snapshots = new FsSnapshotStore({ root: join(dir.path, 'snapshots') })
-    const make = (name: string): PartitionProcessor<Sale> => new PartitionProcessor<Sale>({
-      job: 'bench', topic: 'sales', partition: 0, log, path: join(dir.path, name), states: [totals], handler: addSale,
-      batchSize: opts.batch, replayBatchSize: opts.replayBatch, snapshots: { store: snapshots, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
-    })
+    const make = (name: string): PartitionProcessor<Sale> => replayProcessor(log, snapshots, join(dir.path, name), opts)
     // A first owner processes the prefix and snapshots it.
     const first = make('first')
     await first.start()
@@ -143,6 +133,10 @@ export async function run(args: string[]): Promise<void> {
       return seconds
     }
     const applying = await interleaved(opts.rounds, rebuild, replay, (rebuildSeconds, replaySeconds) => rebuildSeconds / replaySeconds)
+    // The memory target: the same replay alone in a fresh process (bench/_rss-child.ts
+    // says why this process, which wrote the log first, cannot tell it).
+    const replayRss = await measureInChild({ kind: 'replay', log: join(dir.path, 'log'), snapshots: join(dir.path, 'snapshots'), path: join(dir.path, 'rss-replay'), batch: opts.batch, replayBatch: opts.replayBatch })
+    if (replayRss.events !== opts.events) throw new Error(`the measured replay applied ${replayRss.events} events, expected ${opts.events}`)
     await log.close()
     const result = {
       bench: 'replay',
@@ -162,7 +156,10 @@ export async function run(args: string[]): Promise<void> {
       rawBatchReadPerSec: Math.round(opts.events / median(batchSeconds)),
       ...pairedRatio(pairs.ratios),
       logMB: round(bytes / 1024 / 1024, 1),
-      peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
+      // A process that only restores the snapshot and replays the events.
+      peakRssMB: replayRss.peakRssMB,
+      // This process, which wrote the log and ran every round, for information.
+      processPeakRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
     }
     emit(result)
     saveFigures('replay', args, result)

@@ -377,7 +377,12 @@ describe('restore over a local store that is behind', () => {
     const local = new Map<string, string>()
     for (const name of await readdir(target)) if (name.endsWith('.ldb')) local.set(name, await sha256File(join(target, name)))
     const missing = s3.files.filter((file) => local.get(file.name) !== file.sha256)
-    expect(tarBytes(missing)).toBeLessThan(tarBytes(s3.files) / 2)
+    // The fixture's precondition: some table files are shared, so there is
+    // something to keep. How many depends on the compactions LevelDB ran
+    // between the snapshots (it asked for less than half the bytes before,
+    // and a compaction that rewrote more failed the test with the restore
+    // right); what is checked is that exactly the missing ones are fetched.
+    expect(missing.length).toBeLessThan(s3.files.length)
 
     const counter = countGets(s.dfs)
     const events: string[] = []
