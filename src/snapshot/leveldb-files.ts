@@ -7,8 +7,10 @@
  * version that were not yet deleted); a snapshot leaves them out.
  */
 
-/** The file names a snapshot may contain; anything else is refused on restore. */
-export const SNAPSHOT_FILE_NAME = /^(?:CURRENT|MANIFEST-\d{1,20}|\d{1,20}\.(?:ldb|sst|log))$/
+import { STATE_FILE_NAME } from '../store/store-dir.js'
+
+/** The file names a snapshot may contain (the store's state files); anything else is refused on restore. */
+export const SNAPSHOT_FILE_NAME = STATE_FILE_NAME
 
 export type LevelDbFileKind = 'table' | 'log' | 'manifest' | 'current'
 

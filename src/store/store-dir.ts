@@ -41,6 +41,13 @@ export interface StoreMarker {
 const LEVELDB_NAME = /^(?:CURRENT|LOCK|LOG|LOG\.old|MANIFEST-\d+|\d+\.(?:log|ldb|sst|dbtmp))$/
 /** Table files: a directory with these holds data, whether or not its CURRENT survived. */
 const TABLE_NAME = /^\d+\.(?:ldb|sst)$/
+/**
+ * The files that hold a store's state: tables, write-ahead logs, MANIFEST
+ * and CURRENT. What a snapshot may contain (src/snapshot/leveldb-files.ts)
+ * and what a store's size counts (store-size.ts); LevelDB's LOCK and info
+ * LOG, and Tidemark's marker, hold none of it.
+ */
+export const STATE_FILE_NAME = /^(?:CURRENT|MANIFEST-\d{1,20}|\d{1,20}\.(?:ldb|sst|log))$/
 
 export type StoreDir =
   | { kind: 'absent' }

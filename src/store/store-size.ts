@@ -1,12 +1,6 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-
-/**
- * The files that hold a store's state: tables, write-ahead logs, MANIFEST
- * and CURRENT, the names a snapshot of it holds (src/snapshot/leveldb-files.ts).
- * LevelDB's LOCK and info LOG, and Tidemark's marker, hold none of it.
- */
-const STATE_FILE = /^(?:CURRENT|MANIFEST-\d+|\d+\.(?:ldb|sst|log))$/
+import { STATE_FILE_NAME } from './store-dir.js'
 
 /**
  * Bytes of a partition store's state on disk: the sum of its directory's
@@ -25,7 +19,7 @@ export async function storeStateBytes(path: string): Promise<number | undefined>
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
     throw err
   }
-  const sizes = await Promise.all(names.filter((n) => STATE_FILE.test(n)).map((n) => stat(join(path, n)).then((s) => s.size, (err: NodeJS.ErrnoException) => {
+  const sizes = await Promise.all(names.filter((n) => STATE_FILE_NAME.test(n)).map((n) => stat(join(path, n)).then((s) => s.size, (err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return 0
     throw err
   })))
