@@ -16,16 +16,15 @@
  * that each side's peak is its own.
  */
 import { spawn } from 'node:child_process'
-import { createWriteStream, readFileSync } from 'node:fs'
-import { mkdir, open, readFile, rm } from 'node:fs/promises'
+import { readFileSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { S3Client } from '@aws-sdk/client-s3'
 import { S3SnapshotStore } from '../connectors/s3/index.js'
-import { FsSnapshotStore, openFileLog, PartitionStore, restoreSnapshot, Snapshotter, valueState, rawCodec } from '../src/index.js'
+import { FsSnapshotStore, openFileLog, PartitionStore, restoreSnapshot } from '../src/index.js'
 import { replayProcessor } from './_replay-owner.js'
+import { kv, rawGet, rawPut, snapshotEach } from './snapshot.js'
 
 export interface ChildS3 {
   endpoint: string
@@ -37,12 +36,12 @@ export interface ChildS3 {
 export type ChildJob =
   /** restoreSnapshot() of each partition of `job` at once into target/p<N>, with the store's defaults. */
   | { kind: 'restore'; s3: ChildS3; prefix: string; job: string; partitions: number; target: string; fsync?: boolean; downloadConcurrency?: number; maxConcurrentDownloads?: number }
-  /** A full snapshot of each store at once under `job`, one Snapshotter per store, as partitions.ts's snapshot rounds. */
+  /** snapshotEach() of bench/snapshot.ts: a full snapshot of each store at once under `job`, as partitions.ts's snapshot rounds. */
   | { kind: 'snapshot'; s3: ChildS3; prefix: string; job: string; stores: string[]; maxConcurrentUploads?: number }
-  /** Plain GetObject of each key whole into a file (fsynced), `concurrency` at a time. */
+  /** rawGet() of bench/snapshot.ts: each key whole into a file in `target` (fsynced), `concurrency` at a time. */
   | { kind: 'rawGet'; s3: ChildS3; keys: string[]; target: string; concurrency: number }
-  /** Plain PutObject of each file, read whole, `concurrency` at a time, under raw-rss/. */
-  | { kind: 'rawPut'; s3: ChildS3; files: string[]; concurrency: number }
+  /** rawPut() of bench/snapshot.ts: each file `dir`/`names[i]`, read whole, `concurrency` at a time. */
+  | { kind: 'rawPut'; s3: ChildS3; dir: string; names: string[]; concurrency: number }
   /** The replay bench's new owner (bench/replay.ts): restores from the file-system store and replays the file log read-only. */
   | { kind: 'replay'; log: string; snapshots: string; path: string; batch: number; replayBatch: number }
 
@@ -54,7 +53,6 @@ export interface ChildResult {
   events?: number
 }
 
-const kv = valueState('kv', { codec: rawCodec() })
 const CHILD = fileURLToPath(import.meta.url)
 
 /** Runs `job` in a fresh process (this file, with the bench's own loader) and returns what it reports. */
@@ -74,6 +72,10 @@ export function measureInChild(job: ChildJob): Promise<ChildResult> {
       }
     })
   })
+}
+
+function clientOf(s3: ChildS3): S3Client {
+  return new S3Client({ endpoint: s3.endpoint, region: s3.region, forcePathStyle: true, credentials: s3.credentials })
 }
 
 function snapshotStoreOf(s3: ChildS3, prefix: string, limits: { maxConcurrentUploads?: number; maxConcurrentDownloads?: number }): S3SnapshotStore {
@@ -100,38 +102,19 @@ async function runJob(job: ChildJob): Promise<Omit<ChildResult, 'peakRssMB'>> {
       const store = snapshotStoreOf(job.s3, job.prefix, job.maxConcurrentUploads === undefined ? {} : { maxConcurrentUploads: job.maxConcurrentUploads })
       const stores = await Promise.all(job.stores.map((path) => PartitionStore.open({ path, states: [kv] })))
       try {
-        const snapshotters = stores.map((partitionStore, p) => new Snapshotter({ snapshotStore: store, partitionStore, job: job.job, partition: p }))
-        const results = await Promise.all(snapshotters.map((s) => s.takeSnapshot()))
-        await Promise.all(snapshotters.map((s) => s.close()))
-        return { bytes: results.reduce((sum, r) => sum + r.bytesUploaded, 0) }
+        return { bytes: (await snapshotEach(store, stores, job.job)).bytes }
       } finally {
         await Promise.all(stores.map((s) => s.close()))
         await store.close()
       }
     }
     case 'rawGet': {
-      const client = new S3Client({ endpoint: job.s3.endpoint, region: job.s3.region, forcePathStyle: true, credentials: job.s3.credentials })
-      await mkdir(job.target, { recursive: true })
-      let bytes = 0
-      let next = 0
+      const admin = clientOf(job.s3)
       try {
-        await Promise.all(Array.from({ length: Math.min(job.concurrency, job.keys.length) }, async () => {
-          while (next < job.keys.length) {
-            const key = job.keys[next++]!
-            const response = await client.send(new GetObjectCommand({ Bucket: job.s3.bucket, Key: key }))
-            const path = join(job.target, key.replaceAll('/', '_'))
-            await pipeline(response.Body as Readable, createWriteStream(path))
-            const handle = await open(path, 'r+')
-            bytes += (await handle.stat()).size
-            await handle.sync()
-            await handle.close()
-          }
-        }))
+        return { bytes: (await rawGet({ bucket: job.s3.bucket, admin }, job.keys, job.target, job.concurrency)).bytes }
       } finally {
-        client.destroy()
-        await rm(job.target, { recursive: true, force: true })
+        admin.destroy()
       }
-      return { bytes }
     }
     case 'replay': {
       const log = await openFileLog(job.log, { readOnly: true })
@@ -147,22 +130,12 @@ async function runJob(job: ChildJob): Promise<Omit<ChildResult, 'peakRssMB'>> {
       }
     }
     case 'rawPut': {
-      const client = new S3Client({ endpoint: job.s3.endpoint, region: job.s3.region, forcePathStyle: true, credentials: job.s3.credentials })
-      let bytes = 0
-      let next = 0
+      const admin = clientOf(job.s3)
       try {
-        await Promise.all(Array.from({ length: Math.min(job.concurrency, job.files.length) }, async () => {
-          while (next < job.files.length) {
-            const i = next++
-            const body = await readFile(job.files[i]!)
-            bytes += body.length
-            await client.send(new PutObjectCommand({ Bucket: job.s3.bucket, Key: `raw-rss/${i}`, Body: body }))
-          }
-        }))
+        return { bytes: (await rawPut({ bucket: job.s3.bucket, admin }, admin, job.dir, job.names, job.concurrency)).bytes }
       } finally {
-        client.destroy()
+        admin.destroy()
       }
-      return { bytes }
     }
   }
 }

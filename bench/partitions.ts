@@ -20,18 +20,16 @@
  *
  * S3: as bench/snapshot.ts (TIDEMARK_S3_ENDPOINT or a radosgw started here).
  */
-import { createWriteStream } from 'node:fs'
-import { cp, link, mkdir, open, readdir, rm } from 'node:fs/promises'
+import { cp, link, mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
 import { GetObjectCommand, PutObjectCommand, UploadPartCommand } from '@aws-sdk/client-s3'
 import { S3SnapshotStore, S3_DEFAULTS } from '../connectors/s3/index.js'
-import { PartitionStore, RESTORE_DEFAULTS, restoreSnapshot, Snapshotter, SNAPSHOT_DEFAULTS } from '../src/index.js'
+import { PartitionStore, RESTORE_DEFAULTS, restoreSnapshot, SNAPSHOT_DEFAULTS } from '../src/index.js'
 import { saveFigures } from './_figures.js'
 import { measureInChild } from './_rss-child.js'
 import { benchDir, emit, interleaved, intFlags, loadAvg, median, prefixed, round } from './_util.js'
-import { benchS3, emptyBucket, generateStore, kv, peakRssMB, phasePeaks, rawPut, type BenchS3 } from './snapshot.js'
+import { benchS3, emptyBucket, generateStore, kv, peakRssMB, phasePeaks, rawGet, rawPut, snapshotEach } from './snapshot.js'
 
 const MiB = 1024 * 1024
 
@@ -77,14 +75,7 @@ export async function run(args: string[]): Promise<void> {
 
     const peaks = phasePeaks()
     peaks.phase('snapshot')
-    const snapshotAll = async (job: string): Promise<Transfer> => {
-      const snapshotters = stores.map((partitionStore, p) => new Snapshotter({ snapshotStore, partitionStore, job, partition: p }))
-      const t0 = performance.now()
-      const results = await Promise.all(snapshotters.map((s) => s.takeSnapshot()))
-      const seconds = (performance.now() - t0) / 1000
-      await Promise.all(snapshotters.map((s) => s.close()))
-      return { bytes: results.reduce((sum, r) => sum + r.bytesUploaded, 0), seconds }
-    }
+    const snapshotAll = (job: string): Promise<Transfer> => snapshotEach(snapshotStore, stores, job)
     // The snapshots that every restore round reads.
     await snapshotAll('restore')
     inFlight.reset()
@@ -126,8 +117,7 @@ export async function run(args: string[]): Promise<void> {
     const snapshotRss = await measureInChild({ kind: 'snapshot', s3: childS3, prefix: 'job', job: 'rss', stores: storePaths, maxConcurrentUploads: opts.limit })
     await emptyBucket(s3.admin, s3.bucket, `${snapshotStore.options.prefix}rss/`)
     const restoreRss = await measureInChild({ kind: 'restore', s3: childS3, prefix: 'job', job: 'restore', partitions: opts.partitions, target: join(dir.path, 'rss-restore'), maxConcurrentDownloads: opts.limit })
-    const rawPutRss = await measureInChild({ kind: 'rawPut', s3: childS3, files: tables.map((t) => join(rawDir, t)), concurrency: opts.limit })
-    await emptyBucket(s3.admin, s3.bucket, 'raw-rss/')
+    const rawPutRss = await measureInChild({ kind: 'rawPut', s3: childS3, dir: rawDir, names: tables, concurrency: opts.limit })
     const rawGetRss = await measureInChild({ kind: 'rawGet', s3: childS3, keys: objects, target: join(dir.path, 'rss-raw-get'), concurrency: opts.limit })
 
     const result = {
@@ -168,29 +158,6 @@ export async function run(args: string[]): Promise<void> {
     await s3.close()
     dir.cleanup()
   }
-}
-
-/** Plain GetObject of each object whole into a file, fsynced, `concurrency` at a time. */
-async function rawGet(s3: BenchS3, keys: readonly string[], dir: string, concurrency: number): Promise<Transfer> {
-  await mkdir(dir, { recursive: true })
-  let bytes = 0
-  let next = 0
-  const t0 = performance.now()
-  await Promise.all(Array.from({ length: Math.min(concurrency, keys.length) }, async () => {
-    while (next < keys.length) {
-      const key = keys[next++]!
-      const response = await s3.admin.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))
-      const path = join(dir, key.replaceAll('/', '_'))
-      await pipeline(response.Body as Readable, createWriteStream(path))
-      const handle = await open(path, 'r+')
-      bytes += (await handle.stat()).size
-      await handle.sync()
-      await handle.close()
-    }
-  }))
-  const seconds = (performance.now() - t0) / 1000
-  await rm(dir, { recursive: true, force: true })
-  return { bytes, seconds }
 }
 
 async function listAll(store: S3SnapshotStore, prefix: string): Promise<string[]> {

@@ -19,16 +19,18 @@
  */
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync } from 'node:fs'
-import { link, mkdir, readdir, readFile, rm } from 'node:fs/promises'
+import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs'
+import { link, mkdir, open, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
 import {
-  CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, PutObjectCommand, S3Client,
+  CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client,
 } from '@aws-sdk/client-s3'
 import { S3SnapshotStore, S3_DEFAULTS } from '../connectors/s3/index.js'
-import { PartitionStore, rawCodec, Snapshotter, SNAPSHOT_DEFAULTS, valueState, type SnapshotResult } from '../src/index.js'
+import { PartitionStore, rawCodec, Snapshotter, SNAPSHOT_DEFAULTS, valueState, type SnapshotResult, type SnapshotStore } from '../src/index.js'
 import { saveFigures } from './_figures.js'
 import { startThrottle } from './_throttle.js'
 import { benchDir, emit, intFlags, loadAvg, rng, round } from './_util.js'
@@ -202,7 +204,20 @@ export function percentile(xs: readonly number[], p: number): number {
 }
 
 /** Plain PutObject of each file, `concurrency` at a time; the bytes put and the seconds it took. */
-export async function rawPut(s3: BenchS3, client: S3Client, dir: string, names: readonly string[], concurrency: number): Promise<{ bytes: number; seconds: number }> {
+/** A full snapshot of every store at once, one Snapshotter each (partition = index) under `job`: the bytes uploaded and the seconds it took. */
+export async function snapshotEach(snapshotStore: SnapshotStore, stores: readonly PartitionStore[], job: string): Promise<{ bytes: number; seconds: number }> {
+  const snapshotters = stores.map((partitionStore, p) => new Snapshotter({ snapshotStore, partitionStore, job, partition: p }))
+  const t0 = performance.now()
+  const results = await Promise.all(snapshotters.map((s) => s.takeSnapshot()))
+  const seconds = (performance.now() - t0) / 1000
+  await Promise.all(snapshotters.map((s) => s.close()))
+  return { bytes: results.reduce((sum, r) => sum + r.bytesUploaded, 0), seconds }
+}
+
+/** What the plain baselines need of the bench's S3: the bucket, and a client to empty it with. */
+export type PlainS3 = Pick<BenchS3, 'bucket' | 'admin'>
+
+export async function rawPut(s3: PlainS3, client: S3Client, dir: string, names: readonly string[], concurrency: number): Promise<{ bytes: number; seconds: number }> {
   let bytes = 0
   let next = 0
   const t0 = performance.now()
@@ -216,6 +231,29 @@ export async function rawPut(s3: BenchS3, client: S3Client, dir: string, names: 
   }))
   const seconds = (performance.now() - t0) / 1000
   await emptyBucket(s3.admin, s3.bucket, 'raw/')
+  return { bytes, seconds }
+}
+
+/** Plain GetObject of each object whole into a file, fsynced, `concurrency` at a time; the directory is removed after. */
+export async function rawGet(s3: PlainS3, keys: readonly string[], dir: string, concurrency: number): Promise<{ bytes: number; seconds: number }> {
+  await mkdir(dir, { recursive: true })
+  let bytes = 0
+  let next = 0
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: Math.min(concurrency, keys.length) }, async () => {
+    while (next < keys.length) {
+      const key = keys[next++]!
+      const response = await s3.admin.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))
+      const path = join(dir, key.replaceAll('/', '_'))
+      await pipeline(response.Body as Readable, createWriteStream(path))
+      const handle = await open(path, 'r+')
+      bytes += (await handle.stat()).size
+      await handle.sync()
+      await handle.close()
+    }
+  }))
+  const seconds = (performance.now() - t0) / 1000
+  await rm(dir, { recursive: true, force: true })
   return { bytes, seconds }
 }
 
