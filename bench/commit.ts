@@ -138,6 +138,17 @@ async function viaRaw(path: string, events: string[], batch: number, prefix = ''
   return ms
 }
 
+/** Runs `main` and `beside` in the round's order (main first in even rounds), keeps beside's time in `besideMs`, returns main's. */
+async function withBeside(round: number, besideMs: number[], main: () => Promise<number>, beside: () => Promise<number>): Promise<number> {
+  if (round % 2 === 0) {
+    const ms = await main()
+    besideMs.push(await beside())
+    return ms
+  }
+  besideMs.push(await beside())
+  return main()
+}
+
 export async function run(args: string[]): Promise<void> {
   const asyncReads = args.includes('--async')
   const withMetrics = args.includes('--metrics')
@@ -153,34 +164,18 @@ export async function run(args: string[]): Promise<void> {
       dir.cleanup()
     }
   }
-  // Each round: raw, raw with the store's keys, unversioned and versioned (the last two rotate which goes first).
+  // Each round: raw, raw with the store's keys, unversioned and versioned (each pair rotates which goes first).
   const versionedMs: number[] = []
   const sameKeysMs: number[] = []
   const statePrefix = COUNTS.prefix.toString('latin1')
   const pairs = await interleaved(
     opts.rounds,
-    async (round) => {
-      const plain = () => inFreshDir((path) => viaRaw(path, events, opts.batch))
-      const sameKeys = () => inFreshDir((path) => viaRaw(path, events, opts.batch, statePrefix))
-      if (round % 2 === 0) {
-        const ms = await plain()
-        sameKeysMs.push(await sameKeys())
-        return ms
-      }
-      sameKeysMs.push(await sameKeys())
-      return plain()
-    },
-    async (round) => {
-      const plain = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads))
-      const versioned = () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads, undefined, COUNTS_V2 as unknown as ValueState<Counter>))
-      if (round % 2 === 0) {
-        const ms = await plain()
-        versionedMs.push(await versioned())
-        return ms
-      }
-      versionedMs.push(await versioned())
-      return plain()
-    },
+    (round) => withBeside(round, sameKeysMs,
+      () => inFreshDir((path) => viaRaw(path, events, opts.batch)),
+      () => inFreshDir((path) => viaRaw(path, events, opts.batch, statePrefix))),
+    (round) => withBeside(round, versionedMs,
+      () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads)),
+      () => inFreshDir((path) => viaStore(path, events, opts.batch, asyncReads, undefined, COUNTS_V2 as unknown as ValueState<Counter>))),
     (rawMs, storeMs) => rawMs / storeMs,
   )
   const upgrade = await upgradeRounds(opts.keys, opts.batch, opts.rounds)
