@@ -520,6 +520,26 @@ describe('stateAwareAssigner: the kafkajs shape', () => {
     expect(sizes).toEqual([3, 3, 3, 3])
     expect(logged.filter((l) => /^Member advertises no state/.test(l.message))).toHaveLength(3)
   })
+
+  it('a JoinGroup response that names one member twice (the mock reuses freed ids) is assigned once and logged, not thrown', async () => {
+    logged.length = 0
+    const leader = stateAwareAssigner({ advertise: () => ({ generation: 1, owned: tps(range(6)), standbys: [], copies: [] }) })(config)
+    const other = stateAwareAssigner({ advertise: () => ({ generation: 1, owned: tps(range(12).slice(6)), standbys: [], copies: [] }) })(config)
+    const fresh = stateAwareAssigner({})(config)
+    const id = '0x7ff23c1d8490'
+    const members = [
+      { memberId: 'a', memberMetadata: leader.protocol({ topics: [T] }).metadata },
+      { memberId: id, memberMetadata: other.protocol({ topics: [T] }).metadata },
+      { memberId: id, memberMetadata: fresh.protocol({ topics: [T] }).metadata },
+    ]
+    const result = await leader.assign({ members, topics: [T] })
+    expect(result.map((r) => r.memberId)).toEqual([id, 'a'])
+    const assigned = result.map((r) => Object.values(AssignerProtocol.MemberAssignment.decode(r.memberAssignment)!.assignment).flat())
+    expect(assigned.flat().sort((x, y) => x - y)).toEqual(range(12))
+    // The first entry of the id is the one assigned: it keeps what it advertised.
+    expect(assigned[0]!.sort((x, y) => x - y)).toEqual(range(12).slice(6))
+    expect(logged.filter((l) => l.level === 'warn' && /named a member twice/.test(l.message))).toHaveLength(1)
+  })
 })
 
 describe('orphaned partitions (the previous owner is no member of this join)', () => {
