@@ -16,6 +16,12 @@
  * window / seconds): 1 when the process keeps up with the rate whatever
  * the partition count.
  *
+ * snapshotRequestsRatio: the snapshot store's requests (every kind, as
+ * bench/_counting-store.ts counts them) per minute in the `many` windows
+ * over those in the `few` windows, each side's windows summed (a window
+ * holds a few snapshots at most, so a per-pair ratio would mostly divide
+ * by 0). The processors run the default schedule.
+ *
  * peakRssMB is the process's peak RSS (getrusage); openFdsMax the most
  * open file descriptors, sampled every 100 ms (storeFdsMax: those on the
  * partition stores' files; the logs hold their own). The budget's share and
@@ -27,6 +33,7 @@ import { join } from 'node:path'
 import { defaultStoreBudget, FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type RevisionedLog } from '../src/index.js'
 import { MemberLease } from '../src/ownership/index.js'
 import { mapLimit } from '../src/util/index.js'
+import { CountingStore, getClass, putClass, type RequestCounts } from './_counting-store.js'
 import { saveFigures } from './_figures.js'
 import { benchDir, emit, intFlags, loadAvg, pairedRatio, prefixed, rng, round } from './_util.js'
 import { peakRssMB } from './snapshot.js'
@@ -50,7 +57,8 @@ export async function run(args: string[]): Promise<void> {
   const random = rng(38)
   // A few hundred distinct values, each of value-bytes that do not compress to nothing.
   const values = Array.from({ length: 256 }, () => Array.from({ length: opts['value-bytes'] }, () => String.fromCharCode(97 + Math.floor(random() * 26))).join(''))
-  const snapshots = new FsSnapshotStore({ root: join(dir.path, 'snapshots') })
+  const snapshots = new CountingStore(new FsSnapshotStore({ root: join(dir.path, 'snapshots') }))
+  const requestsOf = (c: RequestCounts): number => putClass(c) + getClass(c)
   const lease = await MemberLease.start({ store: snapshots, job: 'many' })
   const fds = sampleFds(join(dir.path, 'stores'))
   const parts: Partition[] = []
@@ -85,8 +93,9 @@ export async function run(args: string[]): Promise<void> {
     })
     const fillSeconds = (performance.now() - t0) / 1000
 
-    const window = async (targets: readonly Partition[]): Promise<{ rate: number; written: number }> => {
+    const window = async (targets: readonly Partition[]): Promise<{ rate: number; written: number; requests: number }> => {
       const before = committed
+      const requestsBefore = requestsOf(snapshots.counts)
       const start = performance.now()
       const end = start + opts.seconds * 1000
       let written = 0
@@ -103,15 +112,20 @@ export async function run(args: string[]): Promise<void> {
         await Promise.all(appends)
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
-      return { rate: (committed - before) / ((performance.now() - start) / 1000), written }
+      return { rate: (committed - before) / ((performance.now() - start) / 1000), written, requests: requestsOf(snapshots.counts) - requestsBefore }
     }
     const many: number[] = []
     const few: number[] = []
     const ratios: number[] = []
+    const requests = { many: 0, few: 0 }
     for (let r = 0; r < opts.rounds; r++) {
       const order = r % 2 === 0 ? ['few', 'many'] as const : ['many', 'few'] as const
       const rates: Record<string, number> = {}
-      for (const side of order) rates[side] = (await window(side === 'many' ? parts : parts.slice(0, FEW))).rate
+      for (const side of order) {
+        const w = await window(side === 'many' ? parts : parts.slice(0, FEW))
+        rates[side] = w.rate
+        requests[side] += w.requests
+      }
       many.push(rates.many!)
       few.push(rates.few!)
       ratios.push(rates.many! / rates.few!)
@@ -128,6 +142,10 @@ export async function run(args: string[]): Promise<void> {
       manyCommitRate: many.map((x) => Math.round(x)),
       fewCommitRate: few.map((x) => Math.round(x)),
       ...prefixed('manyRatio', pairedRatio(ratios)),
+      snapshotRequestsPerMinute: round(requests.many / ((opts.rounds * opts.seconds) / 60), 1),
+      fewSnapshotRequestsPerMinute: round(requests.few / ((opts.rounds * opts.seconds) / 60), 1),
+      // null when the few windows made no request at all.
+      snapshotRequestsRatio: requests.few === 0 ? null : round(requests.many / requests.few, 3),
       peakRssMB: peakRssMB(),
       ...fds.stop(),
       budgetMemoryMB: round(budget.options.memoryBytes / MiB, 1),
