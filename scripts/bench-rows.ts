@@ -226,7 +226,7 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['partitions', 'mbPerPartition', 'rate'], (n, m, r) => `${int(n)} partitions of ${m} MiB at ${int(r)} events/s in all`),
       rates(lookup(f, 'manyCommitRate'), lookup(f, 'fewCommitRate')),
       ratio(f, 'manyRatio'),
-      phrase(f, ['snapshotRequestsPerMinute', 'fewSnapshotRequestsPerMinute'], (a, b) => `snapshot-store requests ${a} per minute vs ${b} over 16`),
+      phrase(f, ['snapshotRequestsPerMinute', 'fewSnapshotRequestsPerMinute'], (a, b) => `snapshot-store requests ${a} per minute vs ${b} while only 16 are written (the others open and idle: their claims and the lease count on both sides)`),
       phrase(f, ['peakRssMB', 'budgetMemoryMB'], (a, b) => `\`peakRssMB\` ${a} (budget ${b} MiB)`),
       phrase(f, ['openFdsMax', 'storeFdsMax'], (a, b) => `at most ${int(a)} descriptors open (${int(b)} on the stores)`),
     ]),
