@@ -17,7 +17,7 @@ import { SnapshotLayout } from '../snapshot/layout.js'
 import { finishPrefetch, prefetchSnapshot, removeStalePrefetch, type Prefetch } from '../snapshot/prefetch.js'
 import type { SnapshotFollower } from '../snapshot/follow.js'
 import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
-import { SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
+import { defaultSnapshotPacer, SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
 import { errorFields, type Logger } from '../logging/logger.js'
@@ -395,6 +395,7 @@ export class PartitionLifecycle {
       ...schedule,
       // Partitions that start together snapshot apart (SnapshotSchedulerOptions.phase).
       phase: schedule?.phase ?? Math.random(),
+      pacer: schedule?.pacer ?? (schedule?.clock === undefined ? defaultSnapshotPacer() : undefined), // turns for time-based snapshots; a pacer compares its schedulers' clocks
       // A snapshot measures the state (its files) as it goes: a fresh state size at no cost.
       onSnapshot: (result) => { this.#size?.measured(result.bytesTotal); o.events.snapshot(result) },
       onError: (error) => this.snapshotFailed(error),

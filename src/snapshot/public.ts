@@ -3,6 +3,8 @@ export type { SnapshotterOptions, SnapshotterEvent, SnapshotResult, SnapshotFile
 export { restoreSnapshot } from './restore/index.js'
 export type { RestoreOptions, RestoreResult, RestoreProgress, RestoreEvent, SkippedSnapshot, SnapshotSummary } from './restore/index.js'
 export { SnapshotScheduler } from './scheduler.js'
+export { SnapshotPacer, defaultSnapshotPacer, PACER_DEFAULTS } from './pacer.js'
+export type { SnapshotPacerOptions } from './pacer.js'
 export type { SnapshotSchedulerOptions, SchedulerClock } from './scheduler.js'
 export type { GcResult } from './gc.js'
 export type { ManifestRef } from './catalog.js'

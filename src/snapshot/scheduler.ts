@@ -3,8 +3,12 @@ import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
 import { checkInt, checkKnown, describeValue } from '../util/index.js'
 import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
+import { SnapshotPacer } from './pacer.js'
 import type { Snapshotter } from './snapshotter.js'
 import type { SnapshotResult, TakeSnapshotOptions } from './snapshotter-types.js'
+
+// The runtimes' default pacer, beside the scheduler that takes it.
+export { defaultSnapshotPacer } from './pacer.js'
 
 export interface SnapshotSchedulerOptions {
   /** Take a snapshot when this long has passed since the last one started and something was committed since. 0 turns time off. Default 5 minutes. */
@@ -25,6 +29,15 @@ export interface SnapshotSchedulerOptions {
    * all taking one in the same second, and keep apart afterwards.
    */
   phase?: number
+  /**
+   * Shared by the schedulers of many partitions: their time-based snapshots
+   * take turns, at most `slots` of them per `intervalMs`, the most bytes
+   * committed since its snapshot first (SnapshotPacer).
+   * Default none here; the PartitionProcessor and the StatefulConsumer use
+   * the process's, defaultSnapshotPacer(), unless the schedule names a
+   * pacer or its own clock.
+   */
+  pacer?: SnapshotPacer
   onSnapshot?: (result: SnapshotResult) => void
   onError?: (error: unknown) => void
   /** What time and intervals are measured with (`{ now(), every(ms, fn) }`). Default: performance.now() and an unref'd setInterval. */
@@ -33,7 +46,7 @@ export interface SnapshotSchedulerOptions {
 
 export type { SchedulerClock }
 
-const KNOWN = ['onSnapshot', 'onError', 'clock', 'phase', ...Object.keys(SCHEDULER_DEFAULTS)]
+const KNOWN = ['onSnapshot', 'onError', 'clock', 'phase', 'pacer', ...Object.keys(SCHEDULER_DEFAULTS)]
 
 /**
  * Decides when to snapshot a partition: by time, by events and by bytes
@@ -47,9 +60,11 @@ const KNOWN = ['onSnapshot', 'onError', 'clock', 'phase', ...Object.keys(SCHEDUL
  */
 export class SnapshotScheduler {
   readonly snapshotter: Snapshotter
-  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError' | 'clock' | 'phase'>>>
+  readonly options: Readonly<Required<Omit<SnapshotSchedulerOptions, 'onSnapshot' | 'onError' | 'clock' | 'phase' | 'pacer'>>>
   /** SnapshotSchedulerOptions.phase, as given or 0. */
   readonly phase: number
+  /** SnapshotSchedulerOptions.pacer, if any. */
+  readonly pacer: SnapshotPacer | undefined
   readonly #clock: SchedulerClock
   readonly #onSnapshot: ((result: SnapshotResult) => void) | undefined
   readonly #onError: ((error: unknown) => void) | undefined
@@ -81,6 +96,8 @@ export class SnapshotScheduler {
     const phase: unknown = o.phase === undefined ? 0 : o.phase
     if (typeof phase !== 'number' || !(phase >= 0 && phase < 1)) throw new RangeError(`phase must be a number from 0 up to but not including 1, got ${describeValue(phase)}`)
     this.phase = phase
+    if (o.pacer !== undefined && !(o.pacer instanceof SnapshotPacer)) throw new TypeError(`pacer must be a SnapshotPacer, got ${describeValue(o.pacer)}`)
+    this.pacer = o.pacer
     this.#lastStart = this.#clock.now() - phase * this.options.intervalMs
   }
 
@@ -95,6 +112,7 @@ export class SnapshotScheduler {
   /** Stops scheduling and waits for snapshots in flight (also one that a waiting trigger() starts). */
   async stop(): Promise<void> {
     this.#stopped = true
+    this.pacer?.leave(this)
     this.#stopTimer?.()
     this.#stopTimer = undefined
     while (this.#running !== undefined) await this.#running
@@ -148,7 +166,10 @@ export class SnapshotScheduler {
     if (this.#events === 0 && this.#bytes === 0) return false
     if (everyEvents > 0 && this.#events >= everyEvents) return true
     if (everyBytes > 0 && this.#bytes >= everyBytes) return true
-    return intervalMs > 0 && this.#clock.now() - this.#lastStart >= intervalMs
+    const now = this.#clock.now()
+    if (intervalMs === 0 || now - this.#lastStart < intervalMs) return false
+    // Due by time only: the pacer's turn, if any (bytes and events do not wait for one).
+    return this.pacer === undefined || this.pacer.request(this, intervalMs, now, this.#bytes)
   }
 
   #maybeStart(): void {
@@ -162,6 +183,8 @@ export class SnapshotScheduler {
     this.#events = 0
     this.#bytes = 0
     this.#lastStart = this.#clock.now()
+    // Whatever started it, this snapshot is the one a time-based turn would give.
+    this.pacer?.leave(this)
     const run = (async () => {
       let result: SnapshotResult
       try {
