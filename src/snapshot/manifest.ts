@@ -115,6 +115,9 @@ export function parseManifest(bytes: Uint8Array, expect: { job: string; partitio
     if (typeof m.version === 'number' && m.version > MANIFEST_VERSION) throw new NewerManifestVersionError(m.version)
     throw new Error(`version is ${JSON.stringify(m.version)}, not ${MANIFEST_VERSION}`)
   }
+  // Every version 1 manifest ends with it: without it, the object was cut
+  // short, even where what is left still parses (cut by exactly that byte).
+  if (bytes[bytes.byteLength - 1] !== 0x0a) throw new Error(`it does not end with the newline every manifest ends with (${bytes.byteLength} bytes): cut short`)
   const epoch = int(m.epoch, 'epoch', MAX_EPOCH)
   const sequence = int(m.sequence, 'sequence', MAX_SEQUENCE)
   if (epoch !== expect.epoch || sequence !== expect.sequence) {

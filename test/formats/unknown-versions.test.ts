@@ -66,7 +66,7 @@ describe('snapshot manifest', () => {
     const body = JSON.parse(bytes.toString('utf8')) as { files: Array<Record<string, unknown>> }
     const extended = { ...body, compression: 'zstd', files: body.files.map((f) => ({ ...f, mode: 420 })) }
     const expect1 = { job: JOB, partition: '0', epoch: 1, sequence: 0 }
-    expect(parseManifest(Buffer.from(JSON.stringify(extended)), expect1)).toEqual(parseManifest(bytes, expect1))
+    expect(parseManifest(Buffer.from(`${JSON.stringify(extended)}\n`), expect1)).toEqual(parseManifest(bytes, expect1))
   })
 })
 

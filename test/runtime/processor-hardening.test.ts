@@ -137,7 +137,7 @@ describe('PartitionProcessor start: manifests that do not verify', () => {
     await first.close()
     const doc = JSON.parse(await readText(snapshots, snap.key)) as Record<string, unknown>
     const epoch = 9_999_999_999
-    await snapshots.put(`${manifests}${epoch}-000000000001.json`, Buffer.from(JSON.stringify({ ...doc, epoch, sequence: 1, id: `${epoch}-000000000001` })))
+    await snapshots.put(`${manifests}${epoch}-000000000001.json`, Buffer.from(`${JSON.stringify({ ...doc, epoch, sequence: 1, id: `${epoch}-000000000001` })}\n`))
     const second = processor(join(dir, 'b'), log, snapshots)
     await expect(second.start()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED', retriable: false, details: { epoch } })
     await log.close()

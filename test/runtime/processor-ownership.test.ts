@@ -430,7 +430,7 @@ describe('PartitionProcessor ownership', () => {
     const chunks: Buffer[] = []
     for await (const chunk of await store.get(mine.key)) chunks.push(chunk as Buffer)
     const doc = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>
-    await store.put(`${MANIFESTS}0000000002-000000000001.json`, Buffer.from(JSON.stringify({ ...doc, epoch: 2, sequence: 1, id: '0000000002-000000000001' })))
+    await store.put(`${MANIFESTS}0000000002-000000000001.json`, Buffer.from(`${JSON.stringify({ ...doc, epoch: 2, sequence: 1, id: '0000000002-000000000001' })}\n`))
     const failed: unknown[] = []
     p.on('snapshot-failed', (error) => failed.push(error))
     const lostEvent = nextOwnershipEvent(p, 'lost')

@@ -168,12 +168,18 @@ describe('manifests', () => {
       { name: 'MANIFEST-000002', size: 4, sha256: 'b'.repeat(64), object: 'data/a.tar', offset: 1536 },
     ],
   })
-  const parse = (doc: unknown): SnapshotManifest => parseManifest(Buffer.from(JSON.stringify(doc)), expected)
+  const parse = (doc: unknown): SnapshotManifest => parseManifest(Buffer.from(`${JSON.stringify(doc)}\n`), expected)
 
   it('round-trip through encodeManifest, with offsets as decimal strings', () => {
     const m = parse(valid())
     expect(m.positions).toEqual([{ topic: 't', partition: 0, offset: 42n }])
     expect(parse(JSON.parse(encodeManifest(m).toString()))).toEqual(m)
+  })
+
+  it('reject a manifest cut by its final newline, whose rest still parses', () => {
+    const bytes = encodeManifest(parse(valid()))
+    expect(() => parseManifest(bytes.subarray(0, bytes.byteLength - 1), expected)).toThrow(/cut short/)
+    expect(() => parseManifest(Buffer.alloc(0), expected)).toThrow(/not JSON/)
   })
 
   const bad: Array<[string, (doc: Record<string, unknown>) => void, RegExp]> = [

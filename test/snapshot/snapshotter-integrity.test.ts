@@ -69,7 +69,7 @@ describe('manifests a snapshot does not trust', () => {
     const first = await f.snapshotter.takeSnapshot()
     const doc = JSON.parse(await readText(f, first.key)) as Record<string, unknown>
     const last = 999_999_999_999
-    await f.dfs.put(`${manifests}0000000000-${last}.json`, Buffer.from(JSON.stringify({ ...doc, sequence: last, id: `0000000000-${last}` })))
+    await f.dfs.put(`${manifests}0000000000-${last}.json`, Buffer.from(`${JSON.stringify({ ...doc, sequence: last, id: `0000000000-${last}` })}\n`))
     await expect(f.snapshotter.takeSnapshot()).rejects.toMatchObject({ code: 'TIDEMARK_SNAPSHOT_NUMBERING_EXHAUSTED', retriable: false, details: { sequence: last } })
   })
 })
