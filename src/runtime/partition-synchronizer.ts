@@ -139,6 +139,9 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
         // getSync() too, never meet a checkpoint's quiesce; released before
         // a commit, which a quiesce may be ahead of.
         let release = store.tryHold() ?? await store.hold()
+        // A batch also closes at the memtable's size: a larger one would
+        // stay in memory whole, per partition (docs/partition-store.md).
+        const batchBytes = store.batchBytes
         try {
           for (const entry of entries) {
             const offset = entry.revision
@@ -163,7 +166,7 @@ export class PartitionSynchronizer<E> implements Pick<StateSynchronizer<Partitio
             }
             last = offset
             bytes += entry.data.byteLength
-            if (++inBatch >= batchSize) {
+            if (++inBatch >= batchSize || tx.pendingBytes >= batchBytes) {
               release()
               const committing = tx
               await commit(committing, { events: inBatch, offset: last, bytes })

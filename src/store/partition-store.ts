@@ -17,6 +17,7 @@ import { budgetedBytes, levelOptionsOf, resolveStoreOptions, type PartitionStore
 import { Transaction, type TransactionOptions } from './transaction.js'
 import { KEY_ID_BYTES, keyOfId, MAX_KEY_IDS, NOT_CACHED, pendingValue, type ByteRange, type CommitOptions, type PendingWrite, type TransactionHost } from './transaction-types.js'
 import { ABSENT, ValueCache } from './value-cache.js'
+import { ReusedBatch } from './reused-batch.js'
 
 /**
  * utf8 keys and values by default, so that reads and writes of JSON states
@@ -26,12 +27,9 @@ import { ABSENT, ValueCache } from './value-cache.js'
 type Level = ClassicLevel<string, string>
 const BUFFERS = Object.freeze({ keyEncoding: 'buffer' as const, valueEncoding: 'buffer' as const })
 const BUFFER_KEY = Object.freeze({ keyEncoding: 'buffer' as const })
-const BUFFER_VALUE = Object.freeze({ valueEncoding: 'buffer' as const })
-const EMPTY = Object.freeze({})
 // Matches strings whose UTF-16 units are all below 0x80.
 const ASCII = /^[^\u0080-\uffff]*$/
 const FLUSH_RANGE = Buffer.of(0xff)
-const SYNC = Object.freeze({ sync: true })
 
 /**
  * One partition's state, its source positions and metadata in one LevelDB
@@ -52,6 +50,8 @@ export class PartitionStore implements TransactionHost {
   /** The state registry as stored (state-registry.ts), by name: the declared states and any the program no longer lists. */
   readonly #records = new Map<string, StateRecord>()
   #db: Level
+  /** The batch of #db that commits reuse; made again for a reopened LevelDB. */
+  #batch: ReusedBatch | undefined
   #closed = false
   /** Set when the reopen after a quiesce failed: the database is closed for good, and every call says why. */
   #failed: TidemarkError | undefined
@@ -123,6 +123,9 @@ export class PartitionStore implements TransactionHost {
     budget.opened(member, budgetedBytes(resolved.explicit, level))
     return store
   }
+
+  /** @internal Write bytes after which a commit loop closes its batch: the memtable's size (docs/partition-store.md). */
+  get batchBytes(): number { return this.#options.explicit.writeBufferSize ?? this.#options.budget.share.writeBufferSize }
 
   /** Whether the LevelDB is closed for being idle (its budget's idleCloseMs) or above its budget share; the next read or commit opens it. */
   get idle(): boolean { return this.#asleep }
@@ -436,33 +439,27 @@ export class PartitionStore implements TransactionHost {
       this.#checkOpen()
       if (options.allowRewind !== true) checkAdvancing(checked, this.#positions)
       if (writes.size === 0 && checked.length === 0) return
-      // A chained batch: each operation goes to LevelDB's native batch as it
-      // is added, which costs the event loop about a third of what an array
-      // batch costs (abstract-level copies every operation of an array, and
-      // the binding reads them back). An ASCII id is its own UTF-8 key bytes,
-      // and strings go in without a Buffer; utf8 is the database's default
-      // encoding, so only Buffers name theirs.
-      const batch = this.#db.batch()
+      // A chained batch, reused (reused-batch.ts): each operation goes to
+      // LevelDB's native batch as it is added, which costs the event loop
+      // about a third of what an array batch costs (abstract-level copies
+      // every operation of an array, and the binding reads them back). An
+      // ASCII id is its own UTF-8 key bytes, and strings go in without a Buffer.
+      if (this.#batch?.db !== this.#db) this.#batch = new ReusedBatch(this.#db)
+      const batch = this.#batch
       try {
         for (const [id, w] of writes) {
           const value = pendingValue(w)
-          if (w.ascii || ASCII.test(id)) {
-            if (value === undefined) batch.del(id)
-            else if (typeof value === 'string') batch.put(id, value)
-            else batch.put<string, Buffer>(id, value, BUFFER_VALUE)
-          } else {
-            const key = keyOfId(id)
-            if (value === undefined) batch.del<Buffer>(key, BUFFER_KEY)
-            else if (typeof value === 'string') batch.put<Buffer, string>(key, value, BUFFER_KEY)
-            else batch.put<Buffer, Buffer>(key, value, BUFFERS)
-          }
+          const key = w.ascii || ASCII.test(id) ? id : keyOfId(id)
+          if (value === undefined) batch.del(key)
+          else batch.put(key, value)
         }
-        for (const p of checked) batch.put<Buffer, Buffer>(this.#positionKeys.of(p), encodeOffset(p.offset), BUFFERS)
+        for (const p of checked) batch.put(this.#positionKeys.of(p), encodeOffset(p.offset))
         // The first values at a new version and the record that says so are one write.
-        if (versions !== undefined) for (const def of versions) batch.put<Buffer, Buffer>(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }), BUFFERS)
-        await batch.write(this.#options.sync ? SYNC : EMPTY)
+        if (versions !== undefined) for (const def of versions) batch.put(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }))
+        // One batch's bytes stay with the store: at most its memtable's, twice.
+        if (!await batch.write(this.#options.sync, 2 * this.batchBytes)) this.#batch = undefined
       } catch (cause) {
-        await batch.close().catch(() => undefined)
+        batch.clear()
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${writes.size + checked.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })
       }
       for (const p of checked) this.#positions.set(sourceId(p.topic, p.partition), p)

@@ -54,6 +54,8 @@ export interface TransactionOptions {
 export class Transaction {
   readonly #host: TransactionHost
   readonly #writes = new Map<string, PendingWrite>()
+  /** What the pending writes will write, about: see pendingBytes. */
+  #bytes = 0
   /** Views are made once per state: a handler asks for one per event. */
   readonly #views = new Map<StateDefinition, ValueView<unknown, never> | MapView<unknown, never, never>>()
   #state: 'open' | 'committing' | 'done' = 'open'
@@ -84,6 +86,16 @@ export class Transaction {
   /** Number of pending writes. */
   get size(): number {
     return this.#writes.size
+  }
+
+  /**
+   * About how many bytes the pending writes will write: each key's id and
+   * its latest value (a string by its length, a JSON primitive by its own).
+   * Commit loops close a batch when it reaches the store's memtable size
+   * (docs/partition-store.md, "What a partition costs").
+   */
+  get pendingBytes(): number {
+    return this.#bytes
   }
 
   get isOpen(): boolean {
@@ -398,6 +410,7 @@ export class Transaction {
     else if (jsonExact(value)) exact = true
     else bytes = jsonText(value, what, q)
     if (typeof target === 'string') return this.#put(target, bytes, value, exact, cache, ascii, header)
+    this.#bytes += sizeOf(bytes, value, exact) - sizeOf(target.value, target.decoded, target.exact)
     target.value = bytes
     target.decoded = value
     target.exact = exact
@@ -424,8 +437,10 @@ export class Transaction {
     if (w === undefined) {
       const created = { value, decoded, exact, cache, ascii, header }
       this.#writes.set(id, created)
+      this.#bytes += id.length + sizeOf(value, decoded, exact)
       return created
     }
+    this.#bytes += sizeOf(value, decoded, exact) - sizeOf(w.value, w.decoded, w.exact)
     w.value = value
     w.decoded = decoded
     w.exact = exact
@@ -520,6 +535,7 @@ export class Transaction {
     this.#beforeCommit = undefined
     this.#versions = undefined
     this.#writes.clear()
+    this.#bytes = 0
     for (const index of this.#indexes) index.clear()
   }
 
@@ -528,4 +544,10 @@ export class Transaction {
       throw new TidemarkError('TIDEMARK_TRANSACTION_CLOSED', this.#state === 'done' ? 'transaction already committed or aborted' : 'transaction is committing')
     }
   }
+}
+
+/** The bytes a pending value will take: text by its length, a JSON primitive (written as text at commit) by a guess of 8 unless a string. */
+function sizeOf(value: Buffer | string | undefined, decoded: unknown, exact: boolean): number {
+  if (exact) return typeof decoded === 'string' ? decoded.length + 2 : 8
+  return value === undefined ? 0 : typeof value === 'string' ? value.length : value.byteLength
 }

@@ -1,27 +1,27 @@
 // Fault injection on LevelDB commits, by wrapping one call: the partition
-// store commits through a chained batch (db.batch() without arguments), and
-// these helpers route that batch's write() through the test.
-import { ClassicLevel } from 'classic-level'
+// store commits through a chained batch that it reuses (src/store/reused-batch.ts),
+// whose every write goes through classic-level's ChainedBatch#_write; these
+// helpers route that call through the test.
+import { createRequire } from 'node:module'
+
+interface Writable { _write(options: unknown): Promise<void> }
+const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-batch.js') as { ChainedBatch: { prototype: Writable } }
 
 /**
- * Wraps ClassicLevel.prototype.batch so that the write() of every chained
- * batch made from now on goes through `write(n, real)`: n counts the batches
- * from 1, and real() performs the actual write. Returns the function that
- * restores the original.
+ * Wraps classic-level's ChainedBatch.prototype._write so that every chained
+ * batch write from now on, of any database, goes through `write(n, real)`: n
+ * counts the writes from 1, and real() performs the actual write. Returns
+ * the function that restores the original.
  */
 export function interceptBatchWrites(write: (n: number, real: () => Promise<void>) => Promise<void>): () => void {
-  const original = ClassicLevel.prototype.batch
+  const proto = ChainedBatch.prototype
+  const original = proto._write
   let made = 0
-  ClassicLevel.prototype.batch = function (this: ClassicLevel, ...args: unknown[]) {
-    const result = (original as (...a: unknown[]) => unknown).apply(this, args)
-    if (args.length > 0) return result
-    const batch = result as { write(options?: unknown): Promise<void> }
-    const real = batch.write.bind(batch)
+  proto._write = function (this: Writable, options: unknown) {
     const n = ++made
-    batch.write = (options?: unknown) => write(n, () => real(options))
-    return batch
-  } as typeof original
-  return () => { ClassicLevel.prototype.batch = original }
+    return write(n, () => original.call(this, options))
+  }
+  return () => { proto._write = original }
 }
 
 /** The next commit's write goes through `replace(real)`; later ones are left alone. */

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
-  FsSnapshotStore, PartitionProcessor, PartitionStore, openFileLog, restoreToPoint, type FileLog, type Progress,
+  FsSnapshotStore, PartitionProcessor, PartitionStore, openFileLog, restoreToPoint, valueState, type FileLog, type Progress,
 } from '../../src/index.js'
 import { interceptBatchWrites } from '../helpers/faults.js'
 import { tempDir } from '../helpers/tmp.js'
@@ -216,6 +216,30 @@ describe('PartitionProcessor batches', () => {
     expect(new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined, batchSize: 50 }).options.replayBatchSize).toBe(50)
     expect(new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined }).options.replayBatchSize).toBe(10_000)
     expect(() => new PartitionProcessor({ job: 'j', topic: 't', partition: 0, log, path: dir, states: [], handler: () => undefined, replayBatchSize: 0 })).toThrow(/replayBatchSize/)
+  })
+
+  it('a batch also closes at the store\'s memtable size (batchBytes), so a replay of large writes commits in pieces', async () => {
+    const dir = tempDir()
+    const log = await filledLog(join(dir, 'log'), 300)
+    const snapshots = new FsSnapshotStore({ root: join(dir, 'snapshots') })
+    const notes = valueState<string>('notes')
+    // Each event writes a 2,000-character string (2,002 bytes of JSON) under a key of about 25 bytes.
+    const p = processor(dir, log, snapshots, {
+      states: [totals, notes], replayBatchSize: 10_000, store: { writeBufferSize: 64 * 1024 },
+      handler: (tx, sale) => { tx.value(notes).put(`n${sale.at}`, 'x'.repeat(2000)) },
+    })
+    const sizes: number[] = []
+    p.on('commit', ({ events }) => sizes.push(events))
+    await p.start()
+    expect(p.store.batchBytes).toBe(64 * 1024)
+    expect(await p.catchUp()).toBe(300)
+    // A batch closes with the event that takes it to 65,536 bytes or more: the 33rd.
+    expect(sizes).toEqual([...Array<number>(9).fill(33), 3])
+    let stored = 0
+    for await (const _ of p.store.transaction().value(notes).entries()) stored++
+    expect(stored).toBe(300)
+    await p.close()
+    await log.close()
   })
 
   it('a synchronous handler is applied without an await per event', async () => {

@@ -242,7 +242,10 @@ export class PartitionTask<V> {
         let duplicates = 0
         const release = store.tryHold() ?? await store.hold()
         try {
-          for (; i < messages.length && events < batchSize; i++) {
+          // A batch also closes at the memtable's size: a larger one would
+          // stay in memory whole, per partition (docs/partition-store.md).
+          const batchBytes = store.batchBytes
+          for (; i < messages.length && events < batchSize && tx.pendingBytes < batchBytes; i++) {
             const message = messages[i]!
             const offset = BigInt(message.offset)
             if (offset <= position) continue
