@@ -17,7 +17,8 @@
  * the partition count.
  *
  * snapshotRequestsRatio: the snapshot store's requests (every kind, as
- * bench/_counting-store.ts counts them) per minute in the `many` windows
+ * bench/_counting-store.ts counts them; `requestShapes` names the most
+ * frequent, by kind and key with numbers as #) per minute in the `many` windows
  * over those in the `few` windows, each side's windows summed (a window
  * holds a few snapshots at most, so a per-pair ratio would mostly divide
  * by 0). The processors run the default schedule. Every processor is open
@@ -101,9 +102,10 @@ export async function run(args: string[]): Promise<void> {
     })
     const fillSeconds = (performance.now() - t0) / 1000
 
-    const window = async (targets: readonly Partition[]): Promise<{ rate: number; written: number; requests: number }> => {
+    const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number }> => {
       const before = committed
       const requestsBefore = requestsOf(snapshots.counts)
+      const logBefore = snapshots.log.length
       const start = performance.now()
       const end = start + opts.seconds * 1000
       let written = 0
@@ -120,17 +122,23 @@ export async function run(args: string[]): Promise<void> {
         await Promise.all(appends)
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
+      for (const line of snapshots.log.slice(logBefore)) {
+        const shape = line.replace(/\d+/g, '#')
+        shapes.set(shape, (shapes.get(shape) ?? 0) + 1)
+      }
       return { rate: (committed - before) / ((performance.now() - start) / 1000), written, requests: requestsOf(snapshots.counts) - requestsBefore }
     }
     const many: number[] = []
     const few: number[] = []
     const ratios: number[] = []
     const requests = { many: 0, few: 0 }
+    // Which requests they were: kind and key with every number as #.
+    const shapes = { many: new Map<string, number>(), few: new Map<string, number>() }
     for (let r = 0; r < opts.rounds; r++) {
       const order = r % 2 === 0 ? ['few', 'many'] as const : ['many', 'few'] as const
       const rates: Record<string, number> = {}
       for (const side of order) {
-        const w = await window(side === 'many' ? parts : parts.slice(0, FEW))
+        const w = await window(side === 'many' ? parts : parts.slice(0, FEW), shapes[side])
         rates[side] = w.rate
         requests[side] += w.requests
       }
@@ -154,6 +162,7 @@ export async function run(args: string[]): Promise<void> {
       fewSnapshotRequestsPerMinute: round(requests.few / ((opts.rounds * opts.seconds) / 60), 1),
       // null when the few windows made no request at all.
       snapshotRequestsRatio: requests.few === 0 ? null : round(requests.many / requests.few, 3),
+      requestShapes: { many: topShapes(shapes.many), few: topShapes(shapes.few) },
       peakRssMB: peakRssMB(),
       ...fds.stop(),
       budgetMemoryMB: round(budget.options.memoryBytes / MiB, 1),
@@ -175,6 +184,11 @@ export async function run(args: string[]): Promise<void> {
     fds.stop()
     dir.cleanup()
   }
+}
+
+/** The 8 most frequent request shapes, most first. */
+function topShapes(shapes: Map<string, number>): Record<string, number> {
+  return Object.fromEntries([...shapes].sort((a, b) => b[1] - a[1]).slice(0, 8))
 }
 
 function encode(row: Row): Buffer {

@@ -124,8 +124,8 @@ export class PartitionStore implements TransactionHost {
     return store
   }
 
-  /** @internal Write bytes after which a commit loop closes its batch: the memtable's size (docs/partition-store.md). */
-  get batchBytes(): number { return this.#options.explicit.writeBufferSize ?? this.#options.budget.share.writeBufferSize }
+  /** @internal Write bytes after which a commit loop closes the batch it starts: its budget's batchBytes() (counting it as writing), or writeBufferSize when given (docs/partition-store.md). */
+  get batchBytes(): number { return this.#options.explicit.writeBufferSize ?? this.#options.budget.batchBytes(this.#member) }
 
   /** Whether the LevelDB is closed for being idle (its budget's idleCloseMs) or above its budget share; the next read or commit opens it. */
   get idle(): boolean { return this.#asleep }
@@ -434,6 +434,7 @@ export class PartitionStore implements TransactionHost {
   async commitBatch(writes: Map<string, PendingWrite>, positions: Position[], options: CommitOptions, versions?: ReadonlySet<StateDefinition>): Promise<void> {
     this.#checkOpen()
     this.#activity++
+    this.#options.budget.wrote(this.#member)
     const checked = checkCommitPositions(positions)
     await this.#serialized(async () => {
       this.#checkOpen()
@@ -456,8 +457,8 @@ export class PartitionStore implements TransactionHost {
         for (const p of checked) batch.put(this.#positionKeys.of(p), encodeOffset(p.offset))
         // The first values at a new version and the record that says so are one write.
         if (versions !== undefined) for (const def of versions) batch.put(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }))
-        // One batch's bytes stay with the store: at most its memtable's, twice.
-        if (!await batch.write(this.#options.sync, 2 * this.batchBytes)) this.#batch = undefined
+        // What stays with the store is at most twice its share's memtable.
+        if (!await batch.write(this.#options.sync, 2 * (this.#options.explicit.writeBufferSize ?? this.#options.budget.share.writeBufferSize))) this.#batch = undefined
       } catch (cause) {
         batch.clear()
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${writes.size + checked.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })

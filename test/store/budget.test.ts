@@ -188,6 +188,46 @@ describe('shares', () => {
   })
 })
 
+describe('batchBytes: the memtables\' part divided among the stores that write', () => {
+  it('a store that writes alone gets a fortieth of the budget, stores writing together a part of it each, never below the share', async () => {
+    // A fortieth of 80 MiB is 2 MiB; each of 32 stores has a 512 KiB share.
+    const { budget, advance } = manualBudget({ memoryBytes: 80 * MiB, idleCloseMs: 0 })
+    const stores = await Promise.all(Array.from({ length: 32 }, () => openStore({ path: tempDir(), budget })))
+    expect(budget.share.writeBufferSize).toBe(512 * 1024)
+    expect(stores[0]!.batchBytes).toBe(2 * MiB)
+    await put(stores[0]!, 'a', 1, 0n)
+    expect(stores[0]!.batchBytes).toBe(2 * MiB)
+    // A writer counts at its first commit.
+    await put(stores[1]!, 'a', 1, 0n)
+    expect(stores[0]!.batchBytes).toBe(1 * MiB)
+    for (let i = 2; i < 8; i++) await put(stores[i]!, 'a', 1, 0n)
+    expect(stores[7]!.batchBytes).toBe(512 * 1024)
+    // Stores quiet for the writer window stop counting at the next recount.
+    advance(10_000)
+    await put(stores[3]!, 'b', 2, 1n)
+    expect(stores[3]!.batchBytes).toBe(2 * MiB)
+    // A store that leaves stops counting at once.
+    await put(stores[2]!, 'b', 2, 1n)
+    expect(stores[3]!.batchBytes).toBe(1 * MiB)
+    await stores[2]!.close()
+    expect(stores[3]!.batchBytes).toBe(2 * MiB)
+    // Asking counts the store as writing: a commit loop asks as a batch starts.
+    expect(stores[4]!.batchBytes).toBe(1 * MiB)
+    expect(stores[3]!.batchBytes).toBe(1 * MiB)
+  })
+
+  it('one store alone on the default budget gets 4 MiB', async () => {
+    const store = await openStore({ path: tempDir(), budget: new StoreBudget() })
+    expect(store.batchBytes).toBe(4 * MiB)
+  })
+
+  it('a store given writeBufferSize closes its batches there', async () => {
+    const { budget } = manualBudget({ memoryBytes: 20 * MiB })
+    const store = await openStore({ path: tempDir(), budget, writeBufferSize: 128 * 1024 })
+    expect(store.batchBytes).toBe(128 * 1024)
+  })
+})
+
 describe('options', () => {
   it('StoreBudget options are checked once, with errors naming the field', () => {
     expect(() => new StoreBudget({ memoryBytes: 1000 })).toThrow(new RangeError('options.memoryBytes must be an integer of at least 1048576 bytes, got number 1000'))

@@ -1,4 +1,4 @@
-import { resolveBudgetOptions, shareOf, type ResolvedBudgetOptions, type StoreBudgetOptions, type StoreShare } from './budget-options.js'
+import { resolveBudgetOptions, SHARE_CAP, shareOf, type ResolvedBudgetOptions, type StoreBudgetOptions, type StoreShare } from './budget-options.js'
 
 /**
  * What a store shows its budget. The store implements it with a private
@@ -26,7 +26,16 @@ interface Member {
   since: number
   /** A sleep was asked for and has not settled. */
   releasing: boolean
+  /** When it last committed (the budget's clock); -Infinity before its first. */
+  wrote: number
+  /** It is counted in #writers. */
+  writing: boolean
 }
+
+/** The budget's part that batchBytes() divides among the stores that write (1/40). */
+const WRITERS_PART = 40
+/** A store that committed within this long counts as writing (batchBytes). */
+export const WRITER_WINDOW_MS = 10_000
 
 /**
  * One memory and file budget shared by the partition stores of a process
@@ -46,10 +55,57 @@ export class StoreBudget {
   readonly #members = new Map<BudgetMember, Member>()
   #timer: NodeJS.Timeout | undefined
   #share: StoreShare
+  /** Stores that committed within about WRITER_WINDOW_MS: counted at once, uncounted at the next recount. */
+  #writers = 0
+  #recountAt: number
 
   constructor(options: StoreBudgetOptions = {}) {
     this.options = resolveBudgetOptions(options)
     this.#share = shareOf(this.options, 1)
+    this.#recountAt = this.options.clock() + WRITER_WINDOW_MS
+  }
+
+  /**
+   * The writes, in bytes, after which a store's commit loop closes its
+   * batch: a fortieth of the budget divided among the stores that write
+   * now, from the share's writeBufferSize to 4 MiB. Stores that start
+   * together are each sized as they start (the k-th gets 1/k of it), so
+   * together they take about ln(stores) + 1 times it: a fortieth keeps
+   * 1,024 of them within the memtables' fifth, and one store alone on the
+   * default budget still gets 4 MiB. LevelDB puts a whole batch into its memtable,
+   * so this is what a writing store's memtable holds; a store that writes
+   * alone (a moved partition's replay) writes as one store would, and 1,024
+   * that write at once stay at their shares. Asking counts `member` as
+   * writing: a commit loop asks as it starts a batch, so that stores that
+   * start together divide the part among them before any has committed.
+   */
+  batchBytes(member: BudgetMember): number {
+    this.wrote(member)
+    const now = this.options.clock()
+    if (now >= this.#recountAt) this.#recount(now)
+    const perWriter = Math.floor(this.options.memoryBytes / WRITERS_PART / Math.max(1, this.#writers))
+    return Math.min(SHARE_CAP.writeBufferSize, Math.max(this.#share.writeBufferSize, perWriter))
+  }
+
+  /** @internal The member committed (it counts as writing until a recount finds it quiet for WRITER_WINDOW_MS). */
+  wrote(member: BudgetMember): void {
+    const m = this.#members.get(member)
+    if (m === undefined) return
+    m.wrote = this.options.clock()
+    if (!m.writing) {
+      m.writing = true
+      this.#writers++
+    }
+  }
+
+  #recount(now: number): void {
+    this.#recountAt = now + WRITER_WINDOW_MS
+    let writers = 0
+    for (const m of this.#members.values()) {
+      m.writing = now - m.wrote < WRITER_WINDOW_MS
+      if (m.writing) writers++
+    }
+    this.#writers = writers
   }
 
   /** The share of each store now. */
@@ -79,7 +135,7 @@ export class StoreBudget {
   /** @internal A store joins before it opens its LevelDB: the share it opens with counts it. */
   join(member: BudgetMember): StoreShare {
     if (!this.#members.has(member)) {
-      this.#members.set(member, { open: false, levelBytes: 0, seen: member.activity(), since: this.options.clock(), releasing: false })
+      this.#members.set(member, { open: false, levelBytes: 0, seen: member.activity(), since: this.options.clock(), releasing: false, wrote: -Infinity, writing: false })
       this.#reshare()
       if (this.#timer === undefined && this.options.idleCloseMs > 0) {
         const every = Math.max(1000, Math.floor(this.options.idleCloseMs / 4))
@@ -111,6 +167,7 @@ export class StoreBudget {
 
   /** @internal The store closed for good. */
   leave(member: BudgetMember): void {
+    if (this.#members.get(member)?.writing === true) this.#writers--
     if (!this.#members.delete(member)) return
     this.#reshare()
     if (this.#members.size === 0 && this.#timer !== undefined) {
