@@ -16,9 +16,9 @@ const { ChainedBatch } = createRequire(import.meta.url)('classic-level/chained-b
 export function interceptBatchWrites(write: (n: number, real: () => Promise<void>) => Promise<void>): () => void {
   const proto = ChainedBatch.prototype
   const original = proto._write
-  let made = 0
+  let writes = 0
   proto._write = function (this: Writable, options: unknown) {
-    const n = ++made
+    const n = ++writes
     return write(n, () => original.call(this, options))
   }
   return () => { proto._write = original }

@@ -35,7 +35,7 @@ interface Member {
 /** The budget's part that batchBytes() divides among the stores that write (1/40). */
 const WRITERS_PART = 40
 /** A store that committed within this long counts as writing (batchBytes). */
-export const WRITER_WINDOW_MS = 10_000
+const WRITER_WINDOW_MS = 10_000
 
 /**
  * One memory and file budget shared by the partition stores of a process
@@ -67,17 +67,14 @@ export class StoreBudget {
 
   /**
    * The writes, in bytes, after which a store's commit loop closes its
-   * batch: a fortieth of the budget divided among the stores that write
-   * now, from the share's writeBufferSize to 4 MiB. Stores that start
-   * together are each sized as they start (the k-th gets 1/k of it), so
-   * together they take about ln(stores) + 1 times it: a fortieth keeps
-   * 1,024 of them within the memtables' fifth, and one store alone on the
-   * default budget still gets 4 MiB. LevelDB puts a whole batch into its memtable,
-   * so this is what a writing store's memtable holds; a store that writes
-   * alone (a moved partition's replay) writes as one store would, and 1,024
-   * that write at once stay at their shares. Asking counts `member` as
-   * writing: a commit loop asks as it starts a batch, so that stores that
-   * start together divide the part among them before any has committed.
+   * batch (LevelDB puts a whole batch into its memtable, so this is what a
+   * writing store's memtable holds): a fortieth of the budget divided among
+   * the stores that write now, from the share's writeBufferSize to 4 MiB.
+   * Asking counts `member` as writing, so that stores that start together
+   * divide it before any has committed; each is sized as it starts (the
+   * k-th gets 1/k), so together they take about ln(stores) + 1 fortieths,
+   * within the memtables' fifth. One store writing alone on the default
+   * budget (a moved partition's replay) gets 4 MiB.
    */
   batchBytes(member: BudgetMember): number {
     this.wrote(member)
