@@ -129,8 +129,9 @@ export class MemberLease {
   }
 
   /**
-   * How many times this lease was found run out by this host's clock before
-   * a renewal: each time, another process may have taken this process's
+   * How many times this lease ran out by this host's clock before a renewal
+   * landed (found run out when the renewal started, or the renewal returned
+   * after it): each time, another process may have taken this process's
    * claims meanwhile, so each claim is looked at again before its next commit.
    */
   get expirations(): number {
@@ -156,8 +157,14 @@ export class MemberLease {
   async #renew(): Promise<void> {
     if (this.#state !== 'held') throw this.#notHeld()
     const now = this.#clock()
-    if (now >= this.#record.leaseUntil) this.#expirations++
+    const until = this.#record.leaseUntil
+    if (now >= until) this.#expirations++
     await this.#write({ ...this.#record, leaseUntil: now + this.leaseMs, renewedAt: now })
+    // A renewal that started in time but returned after the lease ran out may
+    // have landed after another process read the lease as run out and took
+    // claims: an expiration as well, or a claim that commits nothing
+    // meanwhile would never be looked at again.
+    if (now < until && this.#clock() >= until) this.#expirations++
   }
 
   async #tick(): Promise<void> {

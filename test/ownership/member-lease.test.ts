@@ -109,3 +109,52 @@ it('a stopped process whose member lease ran out and whose claim was taken commi
   await next.release()
   await lease.release()
 })
+
+it('a renewal that starts in time but lands after the lease ran out counts as an expiration: a claim taken meanwhile is found before the next commit', async () => {
+  const s = store()
+  let now = Date.now()
+  const lease = await MemberLease.start({ store: s, job: 'job', leaseMs: 60_000, clock: () => now })
+  const log = await openFileLog(join(tempDir(), 'log'))
+  onTestFinished(() => log.close())
+  for (let i = 0; i < 10; i++) await log.append(Buffer.from(JSON.stringify({ n: 1 })))
+  const zombie = processor({ s, dir: tempDir(), partition: 0, memberLease: lease, log })
+  await zombie.start()
+  expect(await zombie.catchUp()).toBe(10)
+  // The renewal's write is held up in the store (a slow disk, a stopped NFS server)...
+  const put = s.put.bind(s)
+  let land!: () => void
+  const landed = new Promise<void>((resolve) => { land = resolve })
+  s.put = async (key, body, options) => {
+    if (key === lease.key) await landed
+    return put(key, body, options)
+  }
+  now += 59_000
+  const renewal = lease.renew()
+  // ...past the lease, and meanwhile another process reads the lease as run out and takes the claim.
+  now += 2_000
+  const next = await acquireClaim({ store: s, job: 'job', partition: 0, clock: () => now })
+  land()
+  await renewal
+  expect(lease.expired).toBe(false)
+  expect(lease.expirations).toBe(1)
+  // The zombie committed nothing while the lease was out; its next commit looks at the claim first.
+  for (let i = 0; i < 5; i++) await log.append(Buffer.from(JSON.stringify({ n: 1 })))
+  await expect(zombie.catchUp()).rejects.toMatchObject({ code: 'TIDEMARK_OWNERSHIP_LOST' })
+  expect(zombie.offset).toBe(9n)
+  await zombie.close()
+  await next.release()
+  await lease.release()
+})
+
+it('a renewal that lands before the lease runs out counts no expiration', async () => {
+  const s = store()
+  let now = Date.now()
+  const lease = await MemberLease.start({ store: s, job: 'job', leaseMs: 60_000, clock: () => now })
+  now += 59_999
+  await lease.renew()
+  expect(lease.expirations).toBe(0)
+  now += 60_000
+  await lease.renew()
+  expect(lease.expirations).toBe(1)
+  await lease.release()
+})
