@@ -458,7 +458,7 @@ export class PartitionStore implements TransactionHost {
         // The first values at a new version and the record that says so are one write.
         if (versions !== undefined) for (const def of versions) batch.put(registryKey(def.name), encodeStateRecord({ kind: def.kind, version: def.version! }))
         // What stays with the store is at most twice its share's memtable.
-        if (!await batch.write(this.#options.sync, 2 * (this.#options.explicit.writeBufferSize ?? this.#options.budget.share.writeBufferSize))) this.#batch = undefined
+        if (!await this.#options.budget.writes.run(() => batch.write(this.#options.sync, 2 * (this.#options.explicit.writeBufferSize ?? this.#options.budget.share.writeBufferSize)))) this.#batch = undefined
       } catch (cause) {
         batch.clear()
         throw new TidemarkError('TIDEMARK_COMMIT_FAILED', `commit of ${writes.size + checked.length} writes to ${this.path} failed: ${(cause as Error)?.message}`, { cause })

@@ -1,3 +1,4 @@
+import { Slots } from '../../util/index.js'
 import { resolveBudgetOptions, SHARE_CAP, shareOf, type ResolvedBudgetOptions, type StoreBudgetOptions, type StoreShare } from './budget-options.js'
 
 /**
@@ -38,6 +39,28 @@ const WRITERS_PART = 40
 const WRITER_WINDOW_MS = 10_000
 
 /**
+ * LevelDB writes of a budget's stores in flight at once: 16 per libuv
+ * thread, the others wait in order in JavaScript.
+ *
+ * Why: every LevelDB write runs on libuv's threadpool, and one that finds
+ * its memtable full waits there until LevelDB's single background thread
+ * (one per process, for every database) has compacted. With hundreds of
+ * stores writing, the pool's queue grew to hundreds of writes, and all else
+ * that uses the pool waited seconds behind them: the file log's reads and
+ * appends, snapshot file reads, the file-system store's writes, and among
+ * them a member lease's renewal, which then ran out (issue 38). Fewer than
+ * 16 per thread idled the pool while writes waited for their memtables (2 in
+ * flight at 1,024 stores committed a fifth of what an unbounded queue did).
+ */
+const WRITES_IN_FLIGHT = 16 * threadpoolSize()
+
+function threadpoolSize(): number {
+  // libuv reads UV_THREADPOOL_SIZE once, at the pool's first use: 4 unless set, at most 1,024.
+  const n = Number.parseInt(process.env.UV_THREADPOOL_SIZE ?? '', 10)
+  return Number.isSafeInteger(n) && n > 0 ? Math.min(n, 1024) : 4
+}
+
+/**
  * One memory and file budget shared by the partition stores of a process
  * (docs/partition-store.md). Each store that opens with it gets an equal
  * share: its value cache follows the share at once as stores come and go;
@@ -58,6 +81,8 @@ export class StoreBudget {
   /** Stores that committed within about WRITER_WINDOW_MS: counted at once, uncounted at the next recount. */
   #writers = 0
   #recountAt: number
+  /** @internal Slots for the stores' LevelDB writes: a commit writes in one (WRITES_IN_FLIGHT). */
+  readonly writes = new Slots(WRITES_IN_FLIGHT)
 
   constructor(options: StoreBudgetOptions = {}) {
     this.options = resolveBudgetOptions(options)
