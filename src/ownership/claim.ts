@@ -7,7 +7,7 @@ import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { MAX_EPOCH, SnapshotLayout } from '../snapshot/layout.js'
 import { CLAIM_FORMAT, MAX_CLAIM_BYTES, parseClaim, serializeClaim, type ClaimOwner, type ClaimRecord } from './record.js'
 import { describeValue } from '../util/describe-value.js'
-import { memberLeaseHolds, type MemberLease } from './member-lease.js'
+import { markMemberLeaseTaken, type MemberLease } from './member-lease.js'
 import { ownProcessIdentity, proveHolderDead, type DeadHolderProof } from './holder-process.js'
 
 /**
@@ -128,9 +128,14 @@ async function acquireOnce(o: ResolvedOptions): Promise<Claim> {
     let blocked: TidemarkError | undefined
     if (held.leaseUntil !== 0 && o.takeover !== 'force') {
       if (held.leaseUntil === null && held.member !== undefined) {
-        // Held by a process's member lease: live while that lease is.
-        if (await memberLeaseHolds(store, held.member, now)) {
+        // Held by a process's member lease: live while that lease is. Run
+        // out, it is marked before the claim is taken, so that its holder's
+        // next renewal finds the mark and looks at its claims (member-lease.ts).
+        const lease = await markMemberLeaseTaken(store, held.member, now, o.owner)
+        if (lease === 'live') {
           blocked = conflict('live-member', `${holder} holds ${where} by member lease ${held.member}, which has not run out by this host's clock. Retry after it, or pass takeover: 'force' if you know that process is gone`, key, { ...details, member: held.member })
+        } else if (lease === 'changed') {
+          throw conflict('race', `member lease ${held.member}, which holds ${where}, was written while this acquirer marked it (its holder renewed it)`, key, { ...details, member: held.member, runAgain: true })
         }
       } else if (held.leaseUntil === null) {
         blocked = conflict('no-lease', `${holder} holds ${where} without a lease; only takeover: 'force' takes it (its consumer group's new assignee, or an operator who knows it is gone)`, key, details)

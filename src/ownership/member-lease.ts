@@ -28,6 +28,13 @@ export interface MemberLeaseRecord {
   startedAt: number
   renewedAt?: number
   releasedAt?: number
+  /**
+   * Set by a process that found the lease run out and takes one of its
+   * claims (acquirer's clock, and its owner name); the holder's next write
+   * finds it, counts an expiration and drops it.
+   */
+  takenAt?: number
+  takenBy?: string
 }
 
 export interface MemberLeaseOptions {
@@ -67,6 +74,8 @@ export class MemberLease {
   #state: 'held' | 'released' | 'lost' = 'held'
   #expirations = 0
   #timer: NodeJS.Timeout | undefined
+  /** release() was called, or the lease was lost: no more renewals are scheduled. */
+  #stopped = false
   #renewing: Promise<void> | undefined
   readonly #clock: () => number
   readonly #onEvent: NonNullable<MemberLeaseOptions['onEvent']>
@@ -108,9 +117,7 @@ export class MemberLease {
     const etag = written.etag ?? (await store.head(key))?.etag
     if (etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${store.url} reported no etag for '${key}', which a member lease needs`, { details: { key } })
     const lease = new MemberLease({ store, job: layoutJob, leaseMs, clock, onEvent }, record, etag)
-    lease.#timer = setInterval(() => void lease.#tick(), Math.max(1, Math.floor(leaseMs / 3)))
-    // The lease must not keep a process alive that has nothing else to do.
-    lease.#timer.unref()
+    lease.#schedule(performance.now())
     return lease
   }
 
@@ -129,18 +136,20 @@ export class MemberLease {
   }
 
   /**
-   * How many times this lease ran out by this host's clock before a renewal
-   * landed (found run out when the renewal started, or the renewal returned
-   * after it): each time, another process may have taken this process's
-   * claims meanwhile, so each claim is looked at again before its next commit.
+   * How many times a write of this lease found that another process had
+   * read it run out and marked it before taking one of its claims: each
+   * time, each claim is looked at again before its next commit. A lease that
+   * ran out and was renewed with nobody taking anything counts nothing: its
+   * renewal, a compare-and-swap against the version this process wrote,
+   * proves that no claim was taken by its expiry meanwhile.
    */
   get expirations(): number {
     return this.#expirations
   }
 
   /**
-   * Renews now when the lease has run out by this host's clock (counting an
-   * expiration); resolves at once while it holds. Fails when the renewal
+   * Renews now when the lease has run out by this host's clock; resolves at
+   * once while it holds. Fails when the renewal
    * fails: nothing may be committed on a lease that cannot be proven.
    */
   async ensureLive(): Promise<void> {
@@ -157,18 +166,25 @@ export class MemberLease {
   async #renew(): Promise<void> {
     if (this.#state !== 'held') throw this.#notHeld()
     const now = this.#clock()
-    const until = this.#record.leaseUntil
-    if (now >= until) this.#expirations++
     await this.#write({ ...this.#record, leaseUntil: now + this.leaseMs, renewedAt: now })
-    // A renewal that started in time but returned after the lease ran out may
-    // have landed after another process read the lease as run out and took
-    // claims: an expiration as well, or a claim that commits nothing
-    // meanwhile would never be looked at again.
-    if (now < until && this.#clock() >= until) this.#expirations++
+  }
+
+  /**
+   * The next renewal a third of the lease after the start of the one before
+   * (performance.now() ms), or at once when that one took longer: the lease
+   * then holds while renewals take less than half of it, where a fixed
+   * interval that skips a tick while a renewal runs held only below a third.
+   */
+  #schedule(lastStart: number): void {
+    if (this.#stopped) return
+    this.#timer = setTimeout(() => void this.#tick(), Math.max(0, lastStart + Math.max(1, Math.floor(this.leaseMs / 3)) - performance.now()))
+    // The lease must not keep a process alive that has nothing else to do.
+    this.#timer.unref()
   }
 
   async #tick(): Promise<void> {
-    if (this.#state !== 'held' || this.#renewing !== undefined) return
+    if (this.#state !== 'held') return
+    const started = performance.now()
     try {
       await this.renew()
     } catch (error) {
@@ -176,11 +192,13 @@ export class MemberLease {
       if ((this.#state as string) === 'lost') return
       this.#onEvent({ type: 'renew-failed', error: isTidemarkError(error) ? error : new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `renewing member lease ${this.key} failed`, { cause: error, retriable: true }) })
     }
+    this.#schedule(started)
   }
 
   /** Stops renewing and marks the lease released (leaseUntil 0). Call after every claim named by it was released. */
   async release(): Promise<void> {
-    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#stopped = true
+    if (this.#timer !== undefined) clearTimeout(this.#timer)
     this.#timer = undefined
     await this.#renewing?.catch(() => undefined)
     if (this.#state !== 'held') return
@@ -189,22 +207,44 @@ export class MemberLease {
   }
 
   async #write(record: MemberLeaseRecord): Promise<void> {
-    try {
-      const written = await this.store.put(this.key, serialize(record), { ifMatch: this.#etag })
-      const etag = written.etag ?? (await this.store.head(this.key))?.etag
-      if (etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${this.store.url} reported no etag for '${this.key}'`, { details: { key: this.key } })
-      this.#etag = etag
-      this.#record = record
-    } catch (error) {
-      if (!isTidemarkError(error, 'TIDEMARK_DFS_PRECONDITION_FAILED')) throw error
-      // Nobody else writes a member's object: changed, it was removed or
-      // replaced by hand, and this process can no longer prove it is alive.
-      this.#state = 'lost'
-      if (this.#timer !== undefined) clearInterval(this.#timer)
-      const lost = new TidemarkError('TIDEMARK_OWNERSHIP_LOST', `member lease ${this.key} was changed by someone else; this process's claims no longer hold`, { cause: error, details: { key: this.key, reason: 'member-lease-changed' } })
-      this.#onEvent({ type: 'lost', error: lost })
-      throw lost
+    for (let marks = 0; ; marks++) {
+      try {
+        const written = await this.store.put(this.key, serialize(record), { ifMatch: this.#etag })
+        const etag = written.etag ?? (await this.store.head(this.key))?.etag
+        if (etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${this.store.url} reported no etag for '${this.key}'`, { details: { key: this.key } })
+        this.#etag = etag
+        this.#record = record
+        return
+      } catch (error) {
+        if (!isTidemarkError(error, 'TIDEMARK_DFS_PRECONDITION_FAILED')) throw error
+        // Another process that takes a claim marks the lease first (takenAt):
+        // the object is then this process's last write and the mark. The
+        // claims are looked at again, and the write goes on from the marked
+        // version. Anything else (removed, replaced by hand) means this
+        // process can no longer prove it is alive. Every mark is one claim
+        // taken at most, so the marks end.
+        const now = await readMemberLeaseObject(this.store, this.key)
+        if (marks < MAX_MARKS && now !== undefined && 'record' in now && now.etag !== undefined && this.#isMarked(now.record)) {
+          this.#expirations++
+          this.#etag = now.etag
+          continue
+        }
+        this.#state = 'lost'
+        this.#stopped = true
+        if (this.#timer !== undefined) clearTimeout(this.#timer)
+        const lost = new TidemarkError('TIDEMARK_OWNERSHIP_LOST', `member lease ${this.key} was changed by someone else; this process's claims no longer hold`, { cause: error, details: { key: this.key, reason: 'member-lease-changed' } })
+        this.#onEvent({ type: 'lost', error: lost })
+        throw lost
+      }
     }
+  }
+
+  /** `found` is this process's last write with a taker's mark on it, nothing else changed. */
+  #isMarked(found: MemberLeaseRecord): boolean {
+    if (typeof found.takenAt !== 'number') return false
+    const { takenAt: _at, takenBy: _by, ...rest } = found
+    const { takenAt: _ownAt, takenBy: _ownBy, ...own } = this.#record
+    return JSON.stringify(rest) === JSON.stringify(own)
   }
 
   #notHeld(): TidemarkError {
@@ -220,14 +260,35 @@ export function memberKey(job: string, id: string): string {
   return `${job}/${MEMBERS_FOLDER}/${id}.json`
 }
 
+/** Consecutive takers' marks one write of a lease goes on after; more means the object is written in a loop by something else. */
+const MAX_MARKS = 64
+
 /**
- * Whether the member lease at `key` holds at `now` (the acquirer's clock):
- * it exists, reads as a member lease, is not released, and has not run out.
- * A lease object that cannot be read holds nothing.
+ * Whether the member lease at `key` holds at `now` (the acquirer's clock),
+ * for an acquirer that takes a claim held by it: 'live' when it exists, reads
+ * as a member lease, is not released and has not run out. Run out, it is
+ * marked first (takenAt, a compare-and-swap against the version read), so
+ * that its holder's next write fails, finds the mark and looks at its claims
+ * again; 'changed' when the mark lost to a write (a renewal, or another
+ * acquirer's mark) since it was read. A lease object that cannot be read, or
+ * that was released, holds nothing and is not marked.
  */
-export async function memberLeaseHolds(store: SnapshotStore, key: string, now: number): Promise<boolean> {
-  const read = await readMemberLease(store, key)
-  return read !== undefined && 'record' in read && read.record.leaseUntil > now
+export async function markMemberLeaseTaken(store: SnapshotStore, key: string, now: number, by: string): Promise<'live' | 'marked' | 'not-held' | 'changed'> {
+  const read = await readMemberLeaseObject(store, key)
+  if (read === undefined || !('record' in read) || read.record.leaseUntil === 0) return 'not-held'
+  if (read.record.leaseUntil > now) return 'live'
+  // Marked already and not renewed since: the holder's next write finds the
+  // mark as it is. Marked again, a burst of acquirers taking a dead
+  // process's claims would race for one object.
+  if (read.record.takenAt !== undefined) return 'marked'
+  if (read.etag === undefined) throw new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${store.url} reported no etag for '${key}', which marking a member lease needs`, { details: { key } })
+  try {
+    await store.put(key, serialize({ ...read.record, takenAt: now, takenBy: by }), { ifMatch: read.etag })
+    return 'marked'
+  } catch (error) {
+    if (isTidemarkError(error, 'TIDEMARK_DFS_PRECONDITION_FAILED')) return 'changed'
+    throw error
+  }
 }
 
 /**
@@ -236,6 +297,11 @@ export async function memberLeaseHolds(store: SnapshotStore, key: string, now: n
  * is not a member lease (too large, not JSON, another format, no leaseUntil).
  */
 export async function readMemberLease(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord } | { problem: string } | undefined> {
+  return readMemberLeaseObject(store, key)
+}
+
+/** readMemberLease with the etag of the version read (HEAD, then GET). */
+async function readMemberLeaseObject(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord; etag: string | undefined } | { problem: string } | undefined> {
   const info = await store.head(key)
   if (info === undefined) return undefined
   if (info.size > MAX_MEMBER_BYTES) return { problem: `it is ${info.size} bytes, more than a member lease's ${MAX_MEMBER_BYTES}` }
@@ -257,7 +323,7 @@ export async function readMemberLease(store: SnapshotStore, key: string): Promis
   if (typeof record !== 'object' || record === null) return { problem: 'not a JSON object' }
   if (record.format !== MEMBER_LEASE_FORMAT) return { problem: `format is ${JSON.stringify(record.format)}, not '${MEMBER_LEASE_FORMAT}'` }
   if (typeof record.leaseUntil !== 'number') return { problem: `leaseUntil ${JSON.stringify(record.leaseUntil)} is not a number` }
-  return { record: record as MemberLeaseRecord }
+  return { record: record as MemberLeaseRecord, etag: info.etag }
 }
 
 function serialize(record: MemberLeaseRecord): Buffer {

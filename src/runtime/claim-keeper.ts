@@ -8,7 +8,8 @@ const CLAIM_CHECK_MS = 1000
 /**
  * Keeps a partition's claim while its owner processes, by the claim's
  * policy: a lease of its own renewed on a timer; a process's member lease
- * (the claim itself is looked at only after that lease ran out); or an
+ * (the claim itself is looked at only after another process marked that
+ * lease run out); or an
  * assigned claim, looked at in the background once a second. Before each
  * batch commit, beforeCommit() says whether the owner may still commit.
  */
@@ -23,7 +24,7 @@ export class ClaimKeeper {
   #checkedAt = performance.now()
   /** A look at an assigned claim (or holdsClaim()) found it taken. */
   #lostFound: TidemarkError | undefined
-  /** The member lease's expirations when the claim was last looked at. */
+  /** The member lease's expirations when the claim was last looked at (or taken). */
   #expirationsSeen: number
 
   constructor(claim: Claim, policy: ClaimPolicy, on: { lost(error: unknown): void; event(event: OwnershipEvent): void }) {
@@ -60,7 +61,8 @@ export class ClaimKeeper {
    * once it has run out by this host's clock without a renewal: another
    * owner may hold the partition then, and only a renewal that succeeds now
    * proves it does not. With a member lease, the same for the process's
-   * lease, and after it ran out the claim is looked at too. An assigned
+   * lease, and the claim is looked at too once a write of the lease found
+   * another process's mark on it (its expirations grew). An assigned
    * claim is looked at in the background, at most once per CLAIM_CHECK_MS;
    * the batch after a look found it taken fails.
    */
@@ -80,8 +82,12 @@ export class ClaimKeeper {
       if (!member.expired && member.expirations === this.#expirationsSeen) return undefined
       return this.#guard((async () => {
         await member.ensureLive()
-        this.#expirationsSeen = member.expirations
+        // Renewed without finding a taker's mark: no claim was taken by the
+        // lease's expiry (member-lease.ts), and none is looked at.
+        const expirations = member.expirations
+        if (expirations === this.#expirationsSeen) return
         await claim.check()
+        this.#expirationsSeen = expirations
       })())
     }
     if (claim.leaseUntil === null || policy.clock() < claim.leaseUntil) return undefined
