@@ -149,8 +149,8 @@ export class MemberLease {
 
   /**
    * Renews now when the lease has run out by this host's clock; resolves at
-   * once while it holds. Fails when the renewal
-   * fails: nothing may be committed on a lease that cannot be proven.
+   * once while it holds. Fails when the renewal fails: nothing may be
+   * committed on a lease that cannot be proven.
    */
   async ensureLive(): Promise<void> {
     if (!this.expired) return
@@ -292,8 +292,8 @@ export async function markMemberLeaseTaken(store: SnapshotStore, key: string, no
 }
 
 /**
- * The member lease object at `key` as it is now (for memberLeaseHolds and
- * for operators): undefined when there is none, else its record, or why it
+ * The member lease object at `key` as it is now (for acquirers, the holder
+ * and operators): undefined when there is none, else its record, or why it
  * is not a member lease (too large, not JSON, another format, no leaseUntil).
  */
 export async function readMemberLease(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord } | { problem: string } | undefined> {
