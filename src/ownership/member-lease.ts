@@ -223,7 +223,7 @@ export class MemberLease {
         // version. Anything else (removed, replaced by hand) means this
         // process can no longer prove it is alive. Every mark is one claim
         // taken at most, so the marks end.
-        const now = await readMemberLeaseObject(this.store, this.key)
+        const now = await readMemberLease(this.store, this.key)
         if (marks < MAX_MARKS && now !== undefined && 'record' in now && now.etag !== undefined && this.#isMarked(now.record)) {
           this.#expirations++
           this.#etag = now.etag
@@ -274,7 +274,7 @@ const MAX_MARKS = 64
  * that was released, holds nothing and is not marked.
  */
 export async function markMemberLeaseTaken(store: SnapshotStore, key: string, now: number, by: string): Promise<'live' | 'marked' | 'not-held' | 'changed'> {
-  const read = await readMemberLeaseObject(store, key)
+  const read = await readMemberLease(store, key)
   if (read === undefined || !('record' in read) || read.record.leaseUntil === 0) return 'not-held'
   if (read.record.leaseUntil > now) return 'live'
   // Marked already and not renewed since: the holder's next write finds the
@@ -293,15 +293,11 @@ export async function markMemberLeaseTaken(store: SnapshotStore, key: string, no
 
 /**
  * The member lease object at `key` as it is now (for acquirers, the holder
- * and operators): undefined when there is none, else its record, or why it
- * is not a member lease (too large, not JSON, another format, no leaseUntil).
+ * and operators): undefined when there is none, else its record and the
+ * etag of the version read (HEAD, then GET), or why it is not a member
+ * lease (too large, not JSON, another format, no leaseUntil).
  */
-export async function readMemberLease(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord } | { problem: string } | undefined> {
-  return readMemberLeaseObject(store, key)
-}
-
-/** readMemberLease with the etag of the version read (HEAD, then GET). */
-async function readMemberLeaseObject(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord; etag: string | undefined } | { problem: string } | undefined> {
+export async function readMemberLease(store: SnapshotStore, key: string): Promise<{ record: MemberLeaseRecord; etag: string | undefined } | { problem: string } | undefined> {
   const info = await store.head(key)
   if (info === undefined) return undefined
   if (info.size > MAX_MEMBER_BYTES) return { problem: `it is ${info.size} bytes, more than a member lease's ${MAX_MEMBER_BYTES}` }

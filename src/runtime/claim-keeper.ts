@@ -9,9 +9,9 @@ const CLAIM_CHECK_MS = 1000
  * Keeps a partition's claim while its owner processes, by the claim's
  * policy: a lease of its own renewed on a timer; a process's member lease
  * (the claim itself is looked at only after another process marked that
- * lease run out); or an
- * assigned claim, looked at in the background once a second. Before each
- * batch commit, beforeCommit() says whether the owner may still commit.
+ * lease run out); or an assigned claim, looked at in the background once a
+ * second. Before each batch commit, beforeCommit() says whether the owner
+ * may still commit.
  */
 export class ClaimKeeper {
   readonly claim: Claim

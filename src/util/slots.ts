@@ -24,29 +24,37 @@ export class Slots {
 
   /** Waits for a slot; the returned function gives it back (once, however often it is called). */
   async acquire(): Promise<() => void> {
-    if (this.#active < this.limit) {
-      this.#active++
-    } else {
-      // The releasing holder passes its slot on without lowering #active.
-      await new Promise<void>((resolve) => this.#waiting.push(resolve))
-    }
+    await this.#take()
     let held = true
     return () => {
       if (!held) return
       held = false
-      const next = this.#waiting.shift()
-      if (next !== undefined) next()
-      else this.#active--
+      this.#release()
     }
   }
 
-  /** Runs `fn` in a slot, given back when it settles. */
+  /** Runs `fn` in a slot, given back when it settles (no release function made: it runs on commit paths). */
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    const release = await this.acquire()
+    await this.#take()
     try {
       return await fn()
     } finally {
-      release()
+      this.#release()
     }
+  }
+
+  #take(): Promise<void> | undefined {
+    if (this.#active < this.limit) {
+      this.#active++
+      return undefined
+    }
+    // The releasing holder passes its slot on without lowering #active.
+    return new Promise<void>((resolve) => this.#waiting.push(resolve))
+  }
+
+  #release(): void {
+    const next = this.#waiting.shift()
+    if (next !== undefined) next()
+    else this.#active--
   }
 }
