@@ -429,3 +429,33 @@ export function gapAfterAssignment(events: readonly GroupEvent[], member: string
   const commit = events.find((e) => e.t === 'commit' && e.member === member && e.partition === partition && e.at >= assignedAt)
   return commit === undefined ? undefined : commit.at - assignedAt
 }
+
+/** How long the benches watch the partitions before the event they measure: steadyGapMsMax's window. */
+export const STEADY_MS = 30_000
+
+/**
+ * The longest time between two consecutive commits (by any member) of any
+ * of `partitions` within [from, to], the window's ends counting as commits:
+ * records arrive every TRICKLE_MS, so a partition that never stops commits
+ * that often.
+ */
+export function longestCommitGap(events: readonly GroupEvent[], partitions: readonly number[], from: number, to: number): number {
+  let longest = 0
+  for (const p of partitions) {
+    const at = events.filter((e) => e.t === 'commit' && e.partition === p && e.at >= from && e.at <= to).map((e) => e.at).sort((a, b) => a - b)
+    let previous = from
+    for (const t of [...at, to]) {
+      longest = Math.max(longest, t - previous)
+      previous = t
+    }
+  }
+  return longest
+}
+
+/** Waits out STEADY_MS of steady processing, for the gaps before the measured event. */
+export async function steady(bench: { log(line: string): void }): Promise<number> {
+  bench.log(`${STEADY_MS / 1000} s of steady processing`)
+  const from = now()
+  await new Promise((resolve) => setTimeout(resolve, STEADY_MS))
+  return from
+}

@@ -21,10 +21,13 @@
  *   member's partitions (the fewest that must move);
  * - bytesDownloaded: what the survivors downloaded to take them;
  * - detectMs: from the SIGKILL to that assignment (the group's session
- *   timeout and join round; the mock's, not Tidemark's).
+ *   timeout and join round; the mock's, not Tidemark's);
+ * - stayedGapMsMax: the survivors' own partitions, their longest time
+ *   between two commits from the kill to the end; steadyGapMsMax: theirs in
+ *   the 30 s before the kill.
  */
 import { saveFigures } from './_figures.js'
-import { gapAfterAssignment, GroupBench, now, threadPoolSize } from './_group.js'
+import { gapAfterAssignment, GroupBench, longestCommitGap, now, steady, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
 
 interface Outcome {
@@ -34,6 +37,8 @@ interface Outcome {
   movedMinimum: number
   bytesDownloaded: number
   detectMsMax: number
+  stayedGapMsMax: number
+  steadyGapMsMax: number
 }
 
 async function failover(partitions: number, sizeMb: number, standbys: number): Promise<Outcome> {
@@ -44,6 +49,7 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       const syncedAfter = now()
       await bench.until('every standby copy to sync', () => bench.partitions.every((p) => bench.events.some((e) => e.t === 'synced' && e.partition === p && e.at >= syncedAfter)))
     }
+    const steadyFrom = await steady(bench)
     const before = bench.owners()
     const dead = bench.partitions.filter((p) => before.get(p) === 'v')
     bench.log(`killing v, which runs ${dead.join(',')}`)
@@ -55,8 +61,10 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       return dead.every((p) => owners.has(p) && owners.get(p) !== 'v')
     })
     await bench.settled('every partition to catch up')
+    const end = now()
     const after = bench.owners()
     const since = bench.events.filter((e) => e.at >= killedAt)
+    const stayed = bench.partitions.filter((p) => !dead.includes(p))
     const gaps: number[] = []
     const detect: number[] = []
     let waited = 0
@@ -78,6 +86,8 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       movedMinimum: dead.length,
       bytesDownloaded: bytes,
       detectMsMax: round(Math.max(...detect), 1),
+      stayedGapMsMax: round(longestCommitGap(bench.events, stayed, killedAt, end), 1),
+      steadyGapMsMax: round(longestCommitGap(bench.events, stayed, steadyFrom, killedAt), 1),
     }
   })
 }
@@ -99,6 +109,8 @@ export async function run(args: string[]): Promise<void> {
       noStandbysMoved: cold.moved,
       noStandbysBytesDownloaded: cold.bytesDownloaded,
       noStandbysDetectMsMax: cold.detectMsMax,
+      noStandbysStayedGapMsMax: cold.stayedGapMsMax,
+      noStandbysSteadyGapMsMax: cold.steadyGapMsMax,
       uvThreadPoolSize: threadPoolSize(),
       loadAvgAtStart,
       loadAvgAtEnd: loadAvg(),

@@ -161,6 +161,8 @@ export async function run(args: string[]): Promise<void> {
         // No scheduled snapshots: the hand-off snapshots (and close()'s) are the only ones, so each round knows what its snapshot holds.
         snapshots: { store: snapshotStore, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
         handoff: { snapshot: handoffSnapshot },
+        // The cold hand-off: Y restores the snapshots themselves, as the plain restore it is paired with does (scaleout measures warm-ups).
+        warmup: false,
         // Shorter than kafkajs's 30 s / 60 s: librdkafka's mock then completes
         // a rebalance sooner. The fetch wait is the default unless --max-wait-ms.
         consumer: { ...GROUP_TIMING, ...fetchWait },

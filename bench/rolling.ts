@@ -28,6 +28,10 @@
  *   baseline. groupPartitionSecondsLost (and
  *   roundRobinGroupPartitionSecondsLost): every gap between a partition's
  *   commits beyond 1 s, the group's part included.
+ * - stayedGapMsMax (Tidemark's way only): at each restart, the partitions
+ *   of the other members, their longest time between two commits from the
+ *   close to the end of the restart; steadyGapMsMax: every partition's in
+ *   the 30 s before the first restart.
  * One JSON object for the run: each figure is the median over `--rounds`
  * interleaved pairs (ours, then round-robin), partitionsHome the fewest and
  * bytesDownloaded the most of any round; lostRatio (the target) is the
@@ -35,7 +39,7 @@
  * roundRobinPartitionSecondsLost, and ...Rounds hold each round's figures.
  */
 import { saveFigures } from './_figures.js'
-import { GroupBench, now, partitionSecondsLost, type GroupEvent, threadPoolSize } from './_group.js'
+import { GroupBench, longestCommitGap, now, partitionSecondsLost, steady, type GroupEvent, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, median, pairedRatio, prefixed, round } from './_util.js'
 
 interface Outcome {
@@ -46,6 +50,8 @@ interface Outcome {
   partitionSecondsLost: number
   partitionSecondsLostToCommit: number
   groupPartitionSecondsLost: number
+  stayedGapMsMax: number
+  steadyGapMsMax: number
 }
 
 /**
@@ -83,14 +89,19 @@ async function rolling(partitions: number, sizeMb: number, baseline: boolean): P
     const names = ['a', 'b', 'c']
     const common = { snapshotEveryMs: 2000, roundRobin: baseline }
     await bench.startTogether(names, common, { balanced: (running) => running === partitions / 3 })
+    const steadyFrom = baseline ? undefined : await steady(bench)
     const home = bench.owners()
     const from = now()
+    let stayedGapMsMax = 0
     for (const name of names) {
       bench.log(`restarting ${name}`)
+      const closeAt = now()
       await bench.members.get(name)!.close(baseline)
       bench.members.delete(name)
       await bench.member(bench.spec(name, common))
       await bench.settled(`every partition after ${name}'s restart`)
+      const others = bench.partitions.filter((p) => home.get(p) !== name)
+      stayedGapMsMax = Math.max(stayedGapMsMax, longestCommitGap(bench.events, others, closeAt, now()))
     }
     const end = now()
     const after = bench.owners()
@@ -103,6 +114,8 @@ async function rolling(partitions: number, sizeMb: number, baseline: boolean): P
       partitionSecondsLost: round(tidemarkSecondsLost(bench.events, from, bench.sentAt), 2),
       partitionSecondsLostToCommit: round(tidemarkSecondsLost(bench.events, from), 2),
       groupPartitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, from, end), 2),
+      stayedGapMsMax: round(stayedGapMsMax, 1),
+      steadyGapMsMax: steadyFrom === undefined ? 0 : round(longestCommitGap(bench.events, bench.partitions, steadyFrom, from), 1),
     }
   })
 }
@@ -141,6 +154,9 @@ export async function run(args: string[]): Promise<void> {
     roundRobinPartitionSecondsLostToCommit: med((o) => o.partitionSecondsLostToCommit, 'roundRobin'),
     groupPartitionSecondsLost: med((o) => o.groupPartitionSecondsLost, 'ours'),
     roundRobinGroupPartitionSecondsLost: med((o) => o.groupPartitionSecondsLost, 'roundRobin'),
+    // The worst round of Tidemark's way.
+    stayedGapMsMax: Math.max(...each((o) => o.stayedGapMsMax, 'ours')),
+    steadyGapMsMax: Math.max(...each((o) => o.steadyGapMsMax, 'ours')),
     roundRobinPartitionsHome: each((o) => o.partitionsHome, 'roundRobin'),
     roundRobinBytesDownloaded: each((o) => o.bytesDownloaded, 'roundRobin'),
     uvThreadPoolSize: threadPoolSize(),

@@ -20,8 +20,13 @@
  *   the hand-off snapshot over the warm copy, the seek and fetch);
  *   groupGapMsMax: from the old owner's last commit of a moved partition to
  *   the new owner's first (the group's join round included);
- * - partitionSecondsLost: per partition, every gap between commits beyond
- *   1 s from the join to the end, summed;
+ * - partitionSecondsLost (also groupPartitionSecondsLost, as `rolling`
+ *   names it): per partition, every gap between commits beyond 1 s from the
+ *   join to the end, summed; groupLostBound: 2 × moved × movedGapMsMax (the
+ *   same as groupGapMsMax) in seconds, its target;
+ * - stayedGapMsMax: the partitions that did not move, their longest time
+ *   between two commits from the join to the end; steadyGapMsMax: theirs in
+ *   the 30 s before the join;
  * - rebalances: assignments the new member received.
  * The same scale-out with --large-partitions partitions of --large-size-mb
  * MiB prints tidemarkGapMsMaxLarge: recovery must not grow with state.
@@ -29,7 +34,7 @@
  */
 import { join } from 'node:path'
 import { saveFigures } from './_figures.js'
-import { dirBytes, gapAfterAssignment, GroupBench, partitionSecondsLost, stickyMinimum, now, topicPartition, type GroupEvent, threadPoolSize } from './_group.js'
+import { dirBytes, gapAfterAssignment, GroupBench, longestCommitGap, partitionSecondsLost, steady, stickyMinimum, now, topicPartition, type GroupEvent, threadPoolSize } from './_group.js'
 import { emit, intFlags, loadAvg, round } from './_util.js'
 
 interface Outcome {
@@ -45,6 +50,11 @@ interface Outcome {
   restoreMsMax: number
   groupGapMsMax: number
   partitionSecondsLost: number
+  groupPartitionSecondsLost: number
+  movedGapMsMax: number
+  groupLostBound: number
+  stayedGapMsMax: number
+  steadyGapMsMax: number
   rebalances: number
 }
 
@@ -55,6 +65,7 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
     const before = bench.owners()
     const owned = ['a', 'b', 'c'].map((m) => [...before.values()].filter((o) => o === m).length)
     const movedMinimum = stickyMinimum(owned, 1, partitions)
+    const steadyFrom = await steady(bench)
     bench.log(`three members hold ${owned.join('/')}; the fourth joins`)
 
     const joinAt = now()
@@ -90,6 +101,9 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
       movedStateBytes += await dirBytes(join(bench.dir.path, after.get(p)!, `${tp.topic}-${tp.partition}`))
     }
     const warmupBytes = since.filter((e) => e.t === 'synced' && e.member === 'd').reduce((sum, e) => sum + (e.t === 'synced' ? e.bytesDownloaded : 0), 0)
+    const stayed = bench.partitions.filter((p) => !movedPartitions.includes(p))
+    const lost = round(partitionSecondsLost(bench.events, bench.partitions, joinAt, end), 2)
+    const movedGapMsMax = round(Math.max(0, ...groupGaps), 1)
     return {
       moved: movedPartitions.length,
       movedMinimum,
@@ -100,8 +114,13 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
       tidemarkGapMsMax: round(Math.max(0, ...gaps), 1),
       claimWaitMsMax: round(claimWaitMsMax, 1),
       restoreMsMax: round(restoreMsMax, 1),
-      groupGapMsMax: round(Math.max(0, ...groupGaps), 1),
-      partitionSecondsLost: round(partitionSecondsLost(bench.events, bench.partitions, joinAt, end), 2),
+      groupGapMsMax: movedGapMsMax,
+      partitionSecondsLost: lost,
+      groupPartitionSecondsLost: lost,
+      movedGapMsMax,
+      groupLostBound: round(2 * movedPartitions.length * movedGapMsMax / 1000, 2),
+      stayedGapMsMax: round(longestCommitGap(bench.events, stayed, joinAt, end), 1),
+      steadyGapMsMax: round(longestCommitGap(bench.events, stayed, steadyFrom, joinAt), 1),
       rebalances: since.filter((e) => e.t === 'assignment' && e.member === 'd').length,
     }
   })

@@ -76,17 +76,25 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'bytesDownloadedAtMove', per: 'movedStateBytes', op: '<=', bound: 0.1, issue: 28 },
     { field: 'tidemarkGapMsMax', op: '<=', bound: 1000, issue: 28 },
     { field: 'tidemarkGapMsMaxLarge', per: 'tidemarkGapMsMax', op: '<=', bound: 1.5, issue: 28 },
+    // Partitions that stay go on through the group's rounds (issue 39).
+    { field: 'stayedGapMsMax', per: 'steadyGapMsMax', op: '<=', bound: 2, issue: 39 },
+    { field: 'stayedGapMsMax', op: '<=', bound: 1000, issue: 39 },
+    { field: 'groupPartitionSecondsLost', per: 'groupLostBound', op: '<=', bound: 1, issue: 39 },
   ],
   failover: [
     { field: 'tidemarkGapMsMax', op: '<=', bound: 1500, issue: 28 },
     { field: 'waitedForDeadMs', op: '<=', bound: 0, issue: 28 },
     { field: 'moved', per: 'movedMinimum', op: '<=', bound: 1, issue: 28 },
+    { field: 'stayedGapMsMax', per: 'steadyGapMsMax', op: '<=', bound: 2, issue: 39 },
+    { field: 'stayedGapMsMax', op: '<=', bound: 1000, issue: 39 },
   ],
   // Medians over interleaved rounds: one round-robin draw depends on kafkajs's random member ids.
   rolling: [
     { field: 'partitionsHome', per: 'partitions', op: '>=', bound: 1, issue: 28 },
     { field: 'bytesDownloaded', per: 'stateBytes', op: '<=', bound: 0.1, issue: 28 },
     { field: 'lostRatio', op: '<=', bound: 0.1, issue: 28 },
+    { field: 'stayedGapMsMax', per: 'steadyGapMsMax', op: '<=', bound: 2, issue: 39 },
+    { field: 'stayedGapMsMax', op: '<=', bound: 1000, issue: 39 },
   ],
   // A hand-off against restoreSnapshot() of the same snapshots in the same round; nothing replayed past one batch.
   rebalance: [{ field: 'handoffRatio', op: '<=', bound: 1.5, issue: 7 }, { field: 'replayedEvents', per: 'batchSize', op: '<=', bound: 1, issue: 7 }],
@@ -269,6 +277,7 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['tidemarkGapMsMax', 'claimWaitMsMax', 'restoreMsMax'], (g, c, r) => `assignment to first commit ≤ ${int(g)} ms (release wait ${int(c)}, restore ${int(r)})`),
       phrase(f, ['tidemarkGapMsMaxLarge'], (x) => `${int(x)} ms with 512 MiB partitions`),
       phrase(f, ['groupGapMsMax', 'partitionSecondsLost'], (g, l) => `with the group's rounds ${int(g)} ms, ${l} partition-seconds without progress`),
+      phrase(f, ['stayedGapMsMax', 'steadyGapMsMax'], (a, b) => `partitions that stayed: longest gap between commits ${int(a)} ms through the rebalance vs ${int(b)} ms in the 30 s before`),
     ]),
   },
   {
@@ -281,6 +290,7 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['moved', 'movedMinimum', 'bytesDownloaded'], (m, n, b) => `${m} moved (minimum ${n}), ${int(b)} bytes downloaded`),
       phrase(f, ['detectMsMax'], (x) => `kill to assignment ${int(x)} ms (the group's session timeout)`),
       phrase(f, ['noStandbysTidemarkGapMsMax', 'noStandbysBytesDownloaded'], (g, b) => `without standbys: assignment to first commit ≤ ${int(g)} ms, ${int(b)} bytes downloaded`),
+      phrase(f, ['stayedGapMsMax', 'steadyGapMsMax'], (a, b) => `the survivors' own partitions: longest gap between commits ${int(a)} ms from the kill on vs ${int(b)} ms in the 30 s before`),
     ]),
   },
   {
@@ -294,6 +304,7 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['partitionSecondsLost', 'roundRobinPartitionSecondsLost', 'lostRatio', 'lostRatioRounds'], (a, b, r, n) => `Tidemark's part (while a record waited) ${a} partition-seconds vs ${b} with round-robin (medians of ${n} rounds; median per-round ratio ${r})`),
       phrase(f, ['partitionSecondsLostToCommit', 'roundRobinPartitionSecondsLostToCommit'], (a, b) => `from each assignment to the next commit ${a} vs ${b}`),
       phrase(f, ['groupPartitionSecondsLost', 'roundRobinGroupPartitionSecondsLost'], (a, b) => `with the group's rounds ${a} vs ${b}`),
+      phrase(f, ['stayedGapMsMax', 'steadyGapMsMax'], (a, b) => `the other members' partitions at each restart: longest gap between commits ${int(a)} ms vs ${int(b)} ms in the 30 s before`),
     ]),
   },
   {

@@ -66,18 +66,14 @@ export class AssignmentHandler<V> {
         this.#startTask(key, tp)
         continue
       }
-      // Kept across the rebalance. It is paused (a restarted kafkajs
-      // consumer forgot its pauses) until its earlier work settled, then
-      // resumed while its claim is looked at: nothing is applied before the
-      // answer (PartitionTask.holdsClaim), and the fetch does not wait for
-      // it. A member that stalled past the session timeout (SIGSTOP) and
-      // rejoined still runs tasks whose claims others took meanwhile. Such
-      // a task, or one whose snapshots were fenced, is replaced by a new
-      // one, which waits for the current holder's release and restores its
-      // hand-off. kafkajs starts the new generation at the group's
-      // committed offsets; the store's position is the truth, so a running
-      // task is seeked to it.
-      this.#hooks.pause(tp)
+      // Kept across the rebalance: it never stopped (the fetcher goes on
+      // through the group's round, docs/consumer-group.md). Its claim is
+      // looked at once: a member that stalled past the session timeout
+      // (SIGSTOP) and rejoined still runs tasks whose claims others took
+      // meanwhile. Batches wait for the answer (PartitionTask.holdsClaim),
+      // the fetch does not. Such a task, or one whose snapshots were
+      // fenced, is replaced by a new one, which waits for the current
+      // holder's release and restores its hand-off.
       if (this.#stopped) continue
       const { task } = entry
       if (task.state === 'failed' && task.ownershipLost) {
@@ -88,10 +84,7 @@ export class AssignmentHandler<V> {
       entry.ready = (async () => {
         await before
         if (this.#current.get(key) !== entry || task.state !== 'running') return
-        const holds = task.holdsClaim()
-        this.#hooks.seek(tp, task.nextOffset)
-        this.#hooks.resume(tp)
-        if (!(await holds) && this.#current.get(key) === entry) this.#replace(key, entry)
+        if (!(await task.holdsClaim()) && this.#current.get(key) === entry) this.#replace(key, entry)
       })().catch((error: unknown) => this.#hooks.failed(tp, error))
     }
     return { assigned, revoked }
@@ -123,6 +116,18 @@ export class AssignmentHandler<V> {
     this.#current.delete(key)
     void this.#close(entry, 'revoked')
     this.#startTask(key, entry.tp)
+  }
+
+  /**
+   * Ends a running partition's task and starts a new one, whose start looks
+   * at the log's bounds again (the broker had no records where the task
+   * fetched: its start applies onTruncated).
+   */
+  restart(tp: TopicPartition): void {
+    const key = partitionKey(tp)
+    const entry = this.#current.get(key)
+    if (entry === undefined || this.#stopped) return
+    this.#replace(key, entry)
   }
 
   /** The task of a partition assigned here, in whatever state. */

@@ -1,4 +1,5 @@
-export { StatefulConsumer, DEAD_LETTER_HEADERS } from './stateful-consumer.js'
+export { StatefulConsumer } from './stateful-consumer.js'
+export { DEAD_LETTER_HEADERS } from './dead-letters.js'
 export type { StatefulConsumerEvents, PartitionStatus, CloseResult, CloseOptions } from './stateful-consumer.js'
 export { CONSUMER_DEFAULTS } from './options.js'
 export type { StatefulConsumerOptions, ConsumerRecord, RecordHandler, DecodeErrorPolicy, ConsumerSnapshotSettings } from './options.js'

@@ -173,7 +173,8 @@ export interface StatefulConsumerOptions<V = unknown> {
    * the group (default 2); a copy is warm within `maxLagSnapshots`
    * snapshots of the newest (default 1) and, when given, `maxLagBytes`
    * bytes. A partition whose owner left moves at once. `true` takes the
-   * defaults. Needs snapshots and the default assignor; default off.
+   * defaults. Needs snapshots and the default assignor; default on when it
+   * has them (`false` turns it off).
    */
   warmup?: boolean | { maxWarmups?: number; maxLagBytes?: number; maxLagSnapshots?: number }
   /** Where the consumer, its partitions' snapshotters and restores log (pino-compatible); nothing is logged without one. kafkajs's own logging is `kafka.logCreator`. */
@@ -206,6 +207,8 @@ export const CONSUMER_DEFAULTS = Object.freeze({
    * for other values).
    */
   maxWaitTimeInMs: 250,
+  /** kafkajs's own default: the most a fetch returns of one partition. */
+  maxBytesPerPartition: 1_048_576,
 })
 
 export interface ResolvedConsumerOptions<V> {
@@ -349,7 +352,10 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
 }
 
 function resolveWarmup(options: Pick<StatefulConsumerOptions, 'warmup' | 'snapshots' | 'partitionAssigners'>): WarmupOptions | undefined {
-  const value = options.warmup ?? false
+  // On by default wherever it can run (Kafka Streams warms up by default too):
+  // a partition then moves from a warm copy, and since a round stops only what
+  // moves, the extra round that a warm-up asks for costs the others nothing.
+  const value = options.warmup ?? (options.snapshots !== undefined && options.partitionAssigners === undefined && canRejoin)
   if (value === false) return undefined
   if (value !== true && (typeof value !== 'object' || value === null)) throw new TypeError(`options.warmup must be a boolean or { maxWarmups?, maxLagBytes?, maxLagSnapshots? }, got ${describeValue(value)}`)
   if (options.snapshots === undefined) throw new TypeError('options.warmup needs options.snapshots: a partition warms by following its snapshots')

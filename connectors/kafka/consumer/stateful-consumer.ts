@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
-import type { Admin, Consumer, EachBatchPayload, IHeaders, PartitionAssigner, Producer } from 'kafkajs'
-import { Kafka, Partitioners, logLevel } from '../kafkajs.js'
+import type { Admin, Consumer, PartitionAssigner } from 'kafkajs'
+import { Kafka, logLevel } from '../kafkajs.js'
 // Before any kafkajs connection: silences kafkajs 2.2.4's negative timer on Node 24 (see the file).
 import '../kafkajs-fixes.js'
 import { describeValue } from '../../../src/util/index.js'
@@ -10,7 +10,10 @@ import type { PartitionStore } from '../../../src/store/index.js'
 import type { RestoreEvent, SnapshotResult, SnapshotterEvent, SnapshotFollowerEvent } from '../../../src/snapshot/index.js'
 import type { OutputsEvent } from '../../../src/outputs/index.js'
 import type { OwnershipEvent, StateSizeExceeded } from '../../../src/runtime/index.js'
+import { PartitionFetcher, type FetchedBatch } from '../fetch/index.js'
 import { AssignmentHandler } from './assignments.js'
+import { DeadLetters } from './dead-letters.js'
+import { GroupOffsets } from './group-offsets.js'
 import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
@@ -19,19 +22,11 @@ import { keepMemberId, takeMemberId } from './member-id.js'
 import { observeConsumerEvent } from './observe.js'
 import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
-  PartitionTask, type DeadLetter, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
+  PartitionTask, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
 
 /** Restarts of the kafkajs consumer after crashes it would not restart from, without a join in between. */
 const MAX_RESTARTS = 5
-
-/** Headers a dead-lettered record carries besides its own: where it came from and why it failed. */
-export const DEAD_LETTER_HEADERS = Object.freeze({
-  topic: 'tidemark-dlq-source-topic',
-  partition: 'tidemark-dlq-source-partition',
-  offset: 'tidemark-dlq-source-offset',
-  error: 'tidemark-dlq-error',
-})
 
 export interface StatefulConsumerEvents {
   /**
@@ -111,8 +106,13 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   readonly #kafka: Kafka
   readonly #consumer: Consumer
   readonly #admin: Admin
-  #producer: Promise<Producer> | undefined
+  /** Undefined unless onDecodeError sends records to a dead-letter topic. */
+  readonly #deadLetters: DeadLetters | undefined
   readonly #assignments: AssignmentHandler<V>
+  /** Fetches the partitions this member runs; the group's rounds do not stop it. */
+  readonly #fetcher: PartitionFetcher
+  /** The group's committed offsets, for lag tools. */
+  readonly #groupOffsets: GroupOffsets
   /** Batches being applied: close() waits for them after pausing everything. */
   readonly #inFlight = new Set<Promise<unknown>>()
   /** Counts of partitions that were closed here, so that totals survive their tasks. */
@@ -152,12 +152,24 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       partitionAssigners: [...(o.partitionAssigners ?? [this.#defaultAssigner()])],
     })
     this.#admin = this.#kafka.admin()
+    if (typeof o.onDecodeError === 'object') this.#deadLetters = new DeadLetters(this.#kafka, o.onDecodeError.deadLetter)
+    // A partition that moved away meanwhile is its new owner's to commit; on close, the hand-offs' positions are.
+    this.#groupOffsets = new GroupOffsets(this.#consumer, (tp) => this.#state === 'closing' || this.#assignments.current(tp.topic, tp.partition) !== undefined)
+    this.#fetcher = new PartitionFetcher({
+      kafka: this.#kafka,
+      maxWaitTimeInMs: o.consumer.maxWaitTimeInMs ?? CONSUMER_DEFAULTS.maxWaitTimeInMs,
+      maxBytesPerPartition: o.consumer.maxBytesPerPartition ?? CONSUMER_DEFAULTS.maxBytesPerPartition,
+      concurrency: o.concurrency,
+      handle: (batch) => this.#onBatch(batch),
+      outOfRange: (tp, offset) => this.#outOfRange(tp, offset),
+      fetchFailed: (error, attempt) => o.logger.warn({ job: o.job, groupId: o.groupId, attempt, err: error }, 'a fetch failed; retrying with backoff'),
+    })
     const services = this.#services()
     this.#assignments = new AssignmentHandler<V>({
       createTask: (tp) => new PartitionTask<V>(tp, o, services, this.#local.taskStart(tp)),
-      pause: (tp) => this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }]),
-      resume: (tp) => this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }]),
-      seek: (tp, offset) => this.#seek(tp, offset),
+      pause: (tp) => this.#fetcher.pause(tp),
+      resume: (tp) => this.#fetcher.resume(tp),
+      seek: (tp, offset) => this.#fetcher.seek(tp, offset),
       started: (info) => this.emit('partition-started', info),
       failed: (tp, error) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }),
       closed: (info) => {
@@ -176,6 +188,10 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     this.#state = 'starting'
     const c = this.#consumer
     c.on(c.events.GROUP_JOIN, ({ payload }) => {
+      // The group only decides membership and the assignment: kafkajs
+      // fetches nothing (a restarted kafkajs consumer forgot its pauses),
+      // the fetcher does, and a round does not stop it.
+      this.#pauseGroupFetches()
       this.#memberId = payload.memberId
       this.#resumeMemberId = undefined
       this.#crashes = 0
@@ -184,10 +200,13 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       const info = takeAssignmentInfo(payload.memberId)
       this.#local.assigned(info, partitions, (tp) => this.#assignments.current(tp.topic, tp.partition) !== undefined)
       const change = this.#assignments.assign(partitions)
+      this.#fetcher.retain(partitions)
       this.emit('assignment', { partitions, ...change, standbys: [...(info?.standbys ?? [])], warmups: [...(info?.warmups ?? [])] })
     })
     c.on(c.events.CRASH, ({ payload }) => {
       const restart = payload.restart || this.#restartAfterCrash()
+      // Out of the group for good: the group will give the partitions to others.
+      if (!restart) this.#fetcher.pauseAll()
       this.emit('crash', { error: crashError(payload.error), restart })
     })
     try {
@@ -205,13 +224,22 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     this.#state = 'running'
   }
 
+  /**
+   * Runs kafkajs's consumer for the group's membership only: every topic
+   * is paused there (#pauseGroupFetches), so it heartbeats and joins but
+   * fetches nothing, and it commits nothing of its own (#commitGroupOffsets
+   * does).
+   */
   #run(): Promise<void> {
-    return this.#consumer.run({
-      autoCommit: true,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: this.options.concurrency,
-      eachBatch: (payload) => this.#eachBatch(payload),
-    })
+    return this.#consumer.run({ autoCommit: false, eachBatch: async () => undefined })
+  }
+
+  #pauseGroupFetches(): void {
+    try {
+      this.#consumer.pause(this.options.topics.map((topic) => ({ topic })))
+    } catch {
+      // Not running (a crash): the next GROUP_JOIN pauses again.
+    }
   }
 
   /**
@@ -312,15 +340,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   }
 
   async #close(leaveGroup: boolean): Promise<CloseResult> {
-    const wasRunning = this.#state === 'running'
     this.#state = 'closing'
-    if (wasRunning) {
-      try {
-        this.#consumer.pause(this.options.topics.map((topic) => ({ topic })))
-      } catch {
-        // Not running (it crashed and did not restart): nothing to pause.
-      }
-    }
+    this.#fetcher.pauseAll()
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
     // Standby copies stop where they are: a restart with this stateDir takes them up again.
     await this.#local.stop()
@@ -330,87 +351,91 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       cancelRejoin(this.options.groupId, memberId)
       if (!leaveGroup && stayInGroup(this.options.groupId, memberId)) await keepMemberId(this.options.stateDir, this.options.groupId, memberId, this.options.logger)
     }
+    await this.#fetcher.stop()
+    // The positions the hand-off reached, for lag tools, while still a member.
+    await this.#groupOffsets.flush()
+    this.#groupOffsets.stop()
     await this.#consumer.disconnect().catch(() => undefined)
     await this.#assignments.drained()
-    const producer = this.#producer
-    await Promise.allSettled([this.#admin.disconnect(), producer?.then((p) => p.disconnect())])
+    await Promise.allSettled([this.#admin.disconnect(), this.#deadLetters?.close()])
     this.#state = 'closed'
     return { partitions }
   }
 
-  async #eachBatch({ batch, resolveOffset, isStale }: EachBatchPayload): Promise<void> {
-    const { topic, partition } = batch
+  async #onBatch({ topic, partition, messages, highWatermark }: FetchedBatch): Promise<void> {
     if (this.#state !== 'running' && this.#state !== 'starting') return
     const task = this.#assignments.current(topic, partition)
-    if (task === undefined || isStale() || batch.messages.length === 0) return
+    if (task === undefined || messages.length === 0) return
     if (task.state === 'failed') {
       // It stopped outside a batch (its store failed in a snapshot's reopen,
       // a newer owner fenced its snapshots): stop fetching it, and say so once.
-      this.#pause({ topic, partition })
+      this.#fetcher.pause({ topic, partition })
       this.emit('partition-failed', { topic, partition, error: partitionError({ topic, partition }, task.failure) })
       return
     }
     if (task.state !== 'running') return
-    const applying = task.apply(batch.messages)
+    const applying = task.apply(messages)
     this.#inFlight.add(applying)
     try {
       const last = await applying
-      // The group's offset follows the store's commit (kafkajs commits it
-      // after this returns); it is for lag tools, the store's position decides.
-      if (last !== undefined) resolveOffset(String(last))
+      // The group's offset follows the store's commit (for lag tools).
+      if (last !== undefined) this.#groupOffsets.queue({ topic, partition }, last + 1n)
       // The high watermark is the log's tail: the lag metric needs no request of its own.
-      task.metrics.lag(task.position, BigInt(batch.highWatermark))
+      task.metrics.lag(task.position, highWatermark)
     } catch (error) {
       // The task has stopped: the partition stays paused until the group
       // moves it; the other partitions go on.
-      this.#pause({ topic, partition })
+      this.#fetcher.pause({ topic, partition })
       this.emit('partition-failed', { topic, partition, error: partitionError({ topic, partition }, error) })
     } finally {
       this.#inFlight.delete(applying)
     }
   }
 
-  #pause(tp: TopicPartition): void {
-    try {
-      this.#consumer.pause([{ topic: tp.topic, partitions: [tp.partition] }])
-    } catch {
-      // The consumer is restarting; the next assignment pauses what is not running.
-    }
+  /**
+   * The broker holds no records at a partition's fetch offset. Below the
+   * log's start (retention deleted records the state has not seen), the
+   * partition's task starts again, and its start applies onTruncated;
+   * past the log's end, the partition stops: its state is ahead of the log.
+   */
+  #outOfRange(tp: TopicPartition, offset: bigint): void {
+    void (async () => {
+      const { low } = await this.#watermarks(tp.topic, tp.partition)
+      if (this.#assignments.running(tp.topic, tp.partition) === undefined) return
+      if (offset < low) {
+        this.#assignments.restart(tp)
+        return
+      }
+      throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `partition ${tp.topic}/${tp.partition}: the broker has no records at offset ${offset}, past the log's end; the state is ahead of the log (was the topic deleted and made again?)`, {
+        details: { topic: tp.topic, partition: tp.partition, offset },
+      })
+    })().catch((error: unknown) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }))
   }
 
-  #seek(tp: TopicPartition, offset: bigint): void {
-    try {
-      this.#consumer.seek({ topic: tp.topic, partition: tp.partition, offset: String(offset) })
-    } catch {
-      // The consumer is restarting; the next assignment seeks what runs.
-    }
+  #watermarks(topic: string, partition: number): Promise<{ low: bigint; high: bigint }> {
+    return this.#admin.fetchTopicOffsets(topic).then((offsets) => {
+      const p = offsets.find((o) => o.partition === partition)
+      if (p === undefined) throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `topic ${topic} has no partition ${partition}`)
+      return { low: BigInt(p.low), high: BigInt(p.high) }
+    })
   }
 
   #services(): TaskServices {
     const at = (tp: TopicPartition) => ({ topic: tp.topic, partition: tp.partition })
     return {
-      watermarks: async (topic, partition) => {
-        const offsets = await this.#admin.fetchTopicOffsets(topic)
-        const p = offsets.find((o) => o.partition === partition)
-        if (p === undefined) throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `topic ${topic} has no partition ${partition}`)
-        return { low: BigInt(p.low), high: BigInt(p.high) }
-      },
+      watermarks: (topic, partition) => this.#watermarks(topic, partition),
       groupOffset: async (topic, partition) => {
         const [offsets] = await this.#admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] })
         const offset = offsets?.partitions.find((p) => p.partition === partition)?.offset
         return offset === undefined || offset === '-1' ? undefined : BigInt(offset)
       },
-      deadLetter: (records) => this.#deadLetter(records),
-      pause: (tp) => this.#pause(tp),
+      deadLetter: async (records) => { await this.#deadLetters?.send(records) },
+      pause: (tp) => this.#fetcher.pause(tp),
       resumeAt: (tp, offset) => {
         // Only a partition this member still runs: a rebalance may have moved it meanwhile.
         if (this.#state !== 'running' || this.#assignments.running(tp.topic, tp.partition) === undefined) return
-        this.#seek(tp, offset)
-        try {
-          this.#consumer.resume([{ topic: tp.topic, partitions: [tp.partition] }])
-        } catch {
-          // The consumer is restarting; the next assignment resumes what runs.
-        }
+        this.#fetcher.seek(tp, offset)
+        this.#fetcher.resume(tp)
       },
       events: {
         restore: (tp, event) => this.emit('restore', { ...at(tp), event }),
@@ -424,40 +449,6 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
         ownership: (tp, event) => this.emit('ownership', { ...at(tp), event }),
         stateSizeExceeded: (tp, exceeded) => this.emit('state-size-exceeded', { ...at(tp), ...exceeded }),
       },
-    }
-  }
-
-  async #deadLetter(records: DeadLetter[]): Promise<void> {
-    const policy = this.options.onDecodeError
-    if (typeof policy !== 'object') return
-    try {
-      this.#producer ??= (async () => {
-        const producer = this.#kafka.producer({ allowAutoTopicCreation: true, idempotent: false, createPartitioner: Partitioners.DefaultPartitioner })
-        await producer.connect()
-        return producer
-      })()
-      const producer = await this.#producer
-      await producer.send({
-        topic: policy.deadLetter,
-        acks: -1,
-        messages: records.map((r) => {
-          const headers: IHeaders = {
-            ...r.message.headers,
-            [DEAD_LETTER_HEADERS.topic]: r.topic,
-            [DEAD_LETTER_HEADERS.partition]: String(r.partition),
-            [DEAD_LETTER_HEADERS.offset]: String(r.offset),
-            [DEAD_LETTER_HEADERS.error]: String((r.error as Error)?.message ?? r.error),
-          }
-          return { key: r.message.key, value: r.message.value, headers, timestamp: r.message.timestamp }
-        }),
-      })
-    } catch (err) {
-      this.#producer = undefined
-      throw new TidemarkError(
-        'TIDEMARK_LOG_UNAVAILABLE',
-        `could not produce ${records.length} undecodable record(s) of ${records[0]!.topic}/${records[0]!.partition} to the dead-letter topic ${policy.deadLetter}: ${(err as Error)?.message ?? err}`,
-        { cause: err },
-      )
     }
   }
 }

@@ -242,7 +242,10 @@ it('workers with standbys, warm-up and outputs through scale-out, SIGKILL, SIGST
   await when(`${stopped.name} to rejoin with no stale task`, () => stopped.assignments > assignmentsBefore && [...stopped.running].every((k) => owner.get(k) === stopped.name) && allOwned([stopped, other, w4]))
   const stale = stopped.stale
   stopped.stale = undefined
-  expect(stale.filter((c) => !c.includes('handoff=-')), stale.join('\n')).toEqual([])
+  // A stale task hands nothing off: it stops on its next claim check (the
+  // member fetches through its rejoin, so it may commit before: in its local
+  // store only) or it is closed on the rejoin's revocation without a hand-off.
+  expect(stale.filter((c) => !c.includes('handoff=-') && !c.endsWith('failed TIDEMARK_OWNERSHIP_LOST')), stale.join('\n')).toEqual([])
   await progressed()
   log(`${stopped.name} resumed, fenced (stale tasks: ${stale.join('; ')}) and rejoined`)
 

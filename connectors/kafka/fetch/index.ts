@@ -1,0 +1,1 @@
+export { PartitionFetcher, type FetchedBatch, type FetchedPartition, type PartitionFetcherOptions } from './partition-fetcher.js'
