@@ -42,6 +42,7 @@ function handler(extra: { store?: FsSnapshotStore; waitMs?: number; resume?: () 
     pause: none,
     resume: extra.resume ?? none,
     seek: none,
+    priority: () => none,
     started: (info) => started.push(info),
     failed: (_p, error) => failed.push(error),
     closed: (info) => closedWith(info),

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { AssignmentInfo } from '../../connectors/kafka/consumer/assignor-metadata.js'
 import { LocalState } from '../../connectors/kafka/consumer/local-state.js'
+import { TransferPriority } from '../../connectors/kafka/consumer/transfer-priority.js'
 import { noopLogger } from '../../src/logging/logger.js'
 
 const WAIT_MS = 3000
@@ -22,7 +23,7 @@ async function localState(): Promise<LocalState> {
     standby: { intervalMs: 500, maxBytesPerSecond: 0, maxDiskBytes: 0 },
     handoff: { snapshot: true, timeoutMs: 10_000, waitMs: WAIT_MS, minEvents: 0 },
     warmup: undefined,
-  }, () => undefined)
+  }, new TransferPriority(), () => undefined)
 }
 
 function info(generation: number, orphaned: Array<typeof P> = []): AssignmentInfo {

@@ -12,6 +12,8 @@ export interface AssignmentHooks<V> {
   pause(tp: TopicPartition): void
   resume(tp: TopicPartition): void
   seek(tp: TopicPartition, offset: bigint): void
+  /** A task's start (claim, restore) or close (hand-off) begins: the returned function ends it (transfer-priority.ts). */
+  priority(tp: TopicPartition): () => void
   started(info: PartitionStarted): void
   failed(tp: TopicPartition, error: unknown): void
   closed(info: PartitionClosed): void
@@ -96,7 +98,13 @@ export class AssignmentHandler<V> {
     const previous = this.#closing.get(key)
     const ready = (async () => {
       await previous
-      const info = await task.start()
+      const leave = this.#hooks.priority(tp)
+      let info: PartitionStarted
+      try {
+        info = await task.start()
+      } finally {
+        leave()
+      }
       // Revoked while it started: the close that follows ends it.
       if (this.#current.get(key)?.task !== task) return
       this.#hooks.seek(tp, info.fetchFrom)
@@ -166,7 +174,13 @@ export class AssignmentHandler<V> {
     entry.task.cancelStart()
     const result = (async () => {
       await entry.ready
-      const closed = await entry.task.close(reason, { handoff: this.#handoff })
+      const leave = this.#hooks.priority(entry.tp)
+      let closed: PartitionClosed
+      try {
+        closed = await entry.task.close(reason, { handoff: this.#handoff })
+      } finally {
+        leave()
+      }
       this.#hooks.closed(closed)
       return closed
     })()

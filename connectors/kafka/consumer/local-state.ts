@@ -5,6 +5,7 @@ import { SnapshotFollower, type SnapshotFollowerEvent, type SnapshotFollowerStat
 import type { AssignmentInfo, LocalCopy, MemberState } from './assignor-metadata.js'
 import type { ResolvedConsumerOptions } from './options.js'
 import { partitionKey, type TopicPartition } from './partition-task.js'
+import type { TransferPriority } from './transfer-priority.js'
 
 /**
  * What one member holds beside its running partitions, and what it tells
@@ -30,6 +31,8 @@ export class LocalState {
   readonly #o: LocalStateOptions
   readonly #onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void
   readonly #onWarm: () => void
+  /** Standby and warm-up downloads wait for this member's restores and hand-offs. */
+  readonly #priority: TransferPriority
   /** Local copies of partitions that no task runs here, by partition key. */
   readonly #copies = new Map<string, LocalCopy>()
   #generation = 0
@@ -49,8 +52,9 @@ export class LocalState {
    * onWarm: a warm-up's copy became warm (once per assignment): the member
    * asks for the rebalance that moves the partition here.
    */
-  constructor(options: LocalStateOptions, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void, onWarm: () => void = () => undefined) {
+  constructor(options: LocalStateOptions, priority: TransferPriority, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void, onWarm: () => void = () => undefined) {
     this.#o = options
+    this.#priority = priority
     this.#onStandby = onStandby
     this.#onWarm = onWarm
   }
@@ -162,7 +166,7 @@ export class LocalState {
         continue
       }
       const follower = new SnapshotFollower({
-        snapshotStore: o.snapshots.store, job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
+        snapshotStore: this.#priority.yielding(o.snapshots.store, key), job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
         maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
         onEvent: (event) => {
           this.#onStandby(tp, event)

@@ -14,6 +14,7 @@ import { PartitionFetcher, type FetchedBatch } from '../fetch/index.js'
 import { AssignmentHandler } from './assignments.js'
 import { DeadLetters } from './dead-letters.js'
 import { GroupOffsets } from './group-offsets.js'
+import { TransferPriority } from './transfer-priority.js'
 import { LocalState } from './local-state.js'
 import { takeAssignmentInfo } from './assignment-capture.js'
 import { stateAwareAssigner } from './assignor.js'
@@ -22,7 +23,7 @@ import { keepMemberId, takeMemberId } from './member-id.js'
 import { observeConsumerEvent } from './observe.js'
 import { CONSUMER_DEFAULTS, resolveConsumerOptions, type ResolvedConsumerOptions, type StatefulConsumerOptions } from './options.js'
 import {
-  PartitionTask, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
+  PartitionTask, partitionKey, type PartitionClosed, type PartitionCounts, type PartitionStarted, type TaskServices, type TaskState, type TopicPartition,
 } from './partition-task.js'
 
 /** Restarts of the kafkajs consumer after crashes it would not restart from, without a join in between. */
@@ -142,7 +143,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }) as this['emit']
     this.options = resolveConsumerOptions(options)
     const o = this.options
-    this.#local = new LocalState(o, (tp, event) => this.emit('standby', { ...tp, event }), () => this.#rejoinWarm())
+    const priority = new TransferPriority()
+    this.#local = new LocalState(o, priority, (tp, event) => this.emit('standby', { ...tp, event }), () => this.#rejoinWarm())
     this.#kafka = new Kafka({ logLevel: logLevel.NOTHING, ...o.kafka, brokers: [...o.brokers], clientId: o.clientId })
     this.#consumer = this.#kafka.consumer({
       groupId: o.groupId,
@@ -170,6 +172,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       pause: (tp) => this.#fetcher.pause(tp),
       resume: (tp) => this.#fetcher.resume(tp),
       seek: (tp, offset) => this.#fetcher.seek(tp, offset),
+      priority: (tp) => priority.enter(partitionKey(tp)),
       started: (info) => this.emit('partition-started', info),
       failed: (tp, error) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }),
       closed: (info) => {

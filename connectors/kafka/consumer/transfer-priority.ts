@@ -1,0 +1,82 @@
+import { Readable } from 'node:stream'
+import type { SnapshotStore } from '../../../src/snapshot-store/index.js'
+
+/**
+ * Restores and hand-offs first, standby and warm-up syncs after them. A
+ * member that takes partitions over restores them while its standby copies
+ * of other partitions sync, and both download from the same store over the
+ * same link: the moved partitions' restores took two to three times as long
+ * while re-homed standbys downloaded (issue 39). A partition task enters
+ * while it starts (claim, restore) and while it closes (hand-off snapshot);
+ * the standbys' downloads wait until no task is in either, chunk by chunk.
+ *
+ * A standby copy of a partition that is itself being started here does not
+ * wait: that start takes the copy over and waits for its sync in flight.
+ */
+export class TransferPriority {
+  /** Partitions starting or closing here, with how many times each (a start may overlap the previous task's close). */
+  readonly #active = new Map<string, number>()
+  #idle: { promise: Promise<void>; resolve: () => void } | undefined
+
+  /** A partition's start or close begins; the returned function ends it (once). */
+  enter(key: string): () => void {
+    this.#active.set(key, (this.#active.get(key) ?? 0) + 1)
+    let left = false
+    return () => {
+      if (left) return
+      left = true
+      const n = this.#active.get(key)! - 1
+      if (n > 0) this.#active.set(key, n)
+      else this.#active.delete(key)
+      this.#wake()
+    }
+  }
+
+  /** Undefined when `key`'s standby may go on now, else a promise that settles when it may look again. */
+  wait(key: string): Promise<void> | undefined {
+    if (this.#active.size === 0 || this.#active.has(key)) return undefined
+    if (this.#idle === undefined) {
+      let resolve!: () => void
+      const promise = new Promise<void>((r) => { resolve = r })
+      this.#idle = { promise, resolve }
+    }
+    return this.#idle.promise
+  }
+
+  /** Whether any start or close runs. */
+  get busy(): boolean {
+    return this.#active.size > 0
+  }
+
+  #wake(): void {
+    const idle = this.#idle
+    this.#idle = undefined
+    idle?.resolve()
+  }
+
+  /** `store` for the standby copy of `key`: each download starts, and goes on chunk by chunk, only while no other partition starts or closes. */
+  yielding(store: SnapshotStore, key: string): SnapshotStore {
+    const pass = async (): Promise<void> => {
+      for (let w = this.wait(key); w !== undefined; w = this.wait(key)) await w
+    }
+    return {
+      get url() { return store.url },
+      get capabilities() { return store.capabilities },
+      put: (k, body, options) => store.put(k, body, options),
+      get: async (k, options) => {
+        await pass()
+        const body = await store.get(k, options)
+        return Readable.from((async function* () {
+          for await (const chunk of body as AsyncIterable<Buffer>) {
+            await pass()
+            yield chunk
+          }
+        })(), { objectMode: false })
+      },
+      head: (k) => store.head(k),
+      list: (prefix, options) => store.list(prefix, options),
+      deleteMany: (keys) => store.deleteMany(keys),
+      close: () => store.close(),
+    }
+  }
+}
