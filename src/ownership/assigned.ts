@@ -2,7 +2,8 @@ import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
 import type { VerifiedManifests } from '../snapshot/catalog.js'
-import { acquireClaim, readClaim, type Claim } from './claim.js'
+import { hostname } from 'node:os'
+import { acquireClaim, conflict, readClaim, readStoredClaim, writeClaim, type Claim } from './claim.js'
 
 export interface AcquireAssignedOptions {
   store: SnapshotStore
@@ -36,6 +37,23 @@ export interface AcquireAssignedOptions {
  * GET and a conditional PUT) is made only when the object changed.
  */
 const CLAIM_WATCH_MS = 25
+
+/**
+ * An assigned owner commits only while its last look at its claim that
+ * found it unchanged started at most this long ago (ClaimKeeper): a look
+ * runs in the background about once a second while it commits, so a busy
+ * partition never waits for one.
+ */
+export const ASSIGNED_LOOK_VALID_MS = 3000
+
+/**
+ * A new assignee whose wait for the release ran out marks the claim, then
+ * takes it by force this long after: longer than ASSIGNED_LOOK_VALID_MS, so
+ * that the previous owner either saw the mark and stopped, or has not
+ * committed since a look that started before the mark. The 2 s beyond it
+ * cover a look's request and a commit's write.
+ */
+export const TAKEOVER_GRACE_MS = ASSIGNED_LOOK_VALID_MS + 2000
 const CLAIM_WATCH_FAST_MS = 5000
 const CLAIM_WATCH_SLOW_MS = 250
 
@@ -65,12 +83,29 @@ export async function acquireAssigned(options: AcquireAssignedOptions): Promise<
   const started = performance.now()
   const deadline = started + options.waitMs
   const layout = new SnapshotLayout(job, partition)
-  // The claim this acquirer waits on: the previous owner's, as it was when
-  // the wait began. Only that claim is ever taken by force.
+  // The claim this acquirer waits on: the previous owner's (its owner id
+  // and epoch), and the version of it last seen (a takeover mark makes a new
+  // one). Only that holder's claim is ever taken by force.
   let waitedOn: string | undefined
+  let holder: { id: string; epoch: number } | undefined
+  // When the wait runs out, the claim is marked first and taken by force a grace period later.
+  let forceAt = deadline
+  let marked = false
   for (let attempt = 1; ; attempt++) {
     checkAborted(options.signal, layout)
-    const force = performance.now() >= deadline
+    let force = performance.now() >= forceAt
+    if (force && holder !== undefined && !marked) {
+      const mark = await markTakeover(store, job, partition, holder, `${hostname()}:${process.pid}`)
+      if (mark === 'other-holder') throw superseded(layout)
+      if (typeof mark === 'object') {
+        marked = true
+        waitedOn = mark.marked
+        forceAt = performance.now() + TAKEOVER_GRACE_MS
+        force = false
+      } else if (mark === 'released') {
+        force = false
+      }
+    }
     // Just before a force: the claim must still be the one waited on. A
     // claim that changed to another holder meanwhile belongs to an owner
     // assigned after this one (this acquirer was paused, or its member
@@ -88,10 +123,17 @@ export async function acquireAssigned(options: AcquireAssignedOptions): Promise<
       if (force || !isTidemarkError(err, 'TIDEMARK_OWNERSHIP_CONFLICT')) throw err
       checkAborted(options.signal, layout)
       const seen = typeof err.details.etag === 'string' ? err.details.etag : undefined
-      if (waitedOn === undefined) waitedOn = seen
-      // Held by another owner than the one waited on (not released: a
-      // released claim is taken without force): a newer assignee's.
-      else if (seen !== undefined && seen !== waitedOn) throw superseded(layout, err)
+      const seenHolder = holderOf(err.details)
+      if (waitedOn === undefined) {
+        waitedOn = seen
+        holder = seenHolder
+      } else if (seen !== undefined && seen !== waitedOn) {
+        // The same holder's claim marked by another acquirer: still the one waited on.
+        if (holder !== undefined && seenHolder?.id === holder.id && seenHolder.epoch === holder.epoch) waitedOn = seen
+        // Held by another owner than the one waited on (not released: a
+        // released claim is taken without force): a newer assignee's.
+        else throw superseded(layout, err)
+      }
       if (attempt === 1) options.onWait?.()
       // Watched with HEADs until it changes (released, or taken by another
       // acquirer) or the deadline comes; a conflict without an etag (a lost
@@ -99,11 +141,17 @@ export async function acquireAssigned(options: AcquireAssignedOptions): Promise<
       do {
         const now = performance.now()
         const interval = now - started < CLAIM_WATCH_FAST_MS ? CLAIM_WATCH_MS : CLAIM_WATCH_SLOW_MS
-        await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(interval, deadline - now))))
-      } while (seen !== undefined && performance.now() < deadline && !aborted(options.signal) && (await store.head(layout.claimKey))?.etag === seen)
-      if (seen !== undefined && performance.now() < deadline && !aborted(options.signal)) options.onChange?.()
+        await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(interval, forceAt - now))))
+      } while (seen !== undefined && performance.now() < forceAt && !aborted(options.signal) && (await store.head(layout.claimKey))?.etag === seen)
+      if (seen !== undefined && performance.now() < forceAt && !aborted(options.signal)) options.onChange?.()
     }
   }
+}
+
+/** The holder named by a conflict's details (owner id and epoch), if it names one. */
+function holderOf(details: Record<string, unknown>): { id: string; epoch: number } | undefined {
+  const owner = details.holder as { id?: unknown } | undefined
+  return typeof owner?.id === 'string' && typeof details.epoch === 'number' ? { id: owner.id, epoch: details.epoch } : undefined
 }
 
 /** Fails when the claim, no longer the one waited on, is held by another owner (it was not released). */
@@ -133,3 +181,31 @@ function checkAborted(signal: AbortSignal | undefined, layout: SnapshotLayout): 
 function aborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true
 }
+
+/**
+ * Marks a claim that a consumer group's new assignee waited on in vain:
+ * the same record with `takeoverAt` and `takeoverBy`, written as a
+ * compare-and-swap against the version read, while `holder` (owner id and
+ * epoch) still holds it. Its holder's next look at the claim finds another
+ * version and stops (`TIDEMARK_OWNERSHIP_LOST`, reason `takeover-pending`).
+ * Resolves with what the claim is now: marked (by this call, or by another
+ * acquirer before it; `marked` is that version's etag), released, held by
+ * another owner, or gone (removed or unreadable: a forced take decides).
+ */
+async function markTakeover(store: SnapshotStore, job: string, partition: string | number, holder: { id: string; epoch: number }, by: string): Promise<{ marked: string } | 'released' | 'other-holder' | 'gone'> {
+  const layout = new SnapshotLayout(job, partition)
+  for (let attempt = 0; attempt < MARK_ATTEMPTS; attempt++) {
+    const current = await readStoredClaim(store, layout.job, layout.partition)
+    if (current === undefined || current.record === undefined) return 'gone'
+    const r = current.record
+    if (r.leaseUntil === 0) return 'released'
+    if (r.owner.id !== holder.id || r.epoch !== holder.epoch) return 'other-holder'
+    if (r.takeoverAt !== undefined) return { marked: current.etag }
+    const written = await writeClaim(store, layout.claimKey, { ...r, takeoverAt: Date.now(), takeoverBy: by }, current.etag)
+    if ('etag' in written) return { marked: written.etag }
+  }
+  throw conflict('race', `the claim of partition ${layout.partition} of job ${layout.job} changed under each of ${MARK_ATTEMPTS} attempts to mark it for a takeover`, layout.claimKey, {})
+}
+
+/** Attempts of markTakeover() against a claim that keeps changing (other acquirers, its holder's release). */
+const MARK_ATTEMPTS = 8

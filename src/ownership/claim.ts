@@ -355,6 +355,9 @@ export class Claim {
     } else if (record === undefined) {
       reason = 'unreadable'
       what = `the claim object was replaced by one that is unreadable (${current.problem})`
+    } else if (record.owner.id === this.owner.id && record.epoch === this.epoch && record.takeoverAt !== undefined) {
+      reason = 'takeover-pending'
+      what = `${record.takeoverBy ?? 'a new assignee'} is taking it over (its wait for this owner's release ran out)`
     } else {
       reason = 'taken-over'
       what = `${record.owner.name} (id ${record.owner.id}) holds it now with epoch ${record.epoch}`
@@ -381,7 +384,8 @@ export class Claim {
  * landed by an attempt whose answer was lost before the store retried it: the
  * bytes tell (every record carries a random owner id and its times).
  */
-async function writeClaim(store: SnapshotStore, key: string, record: ClaimRecord, ifMatch: string | undefined): Promise<{ etag: string } | { lostTo: StoredClaim | undefined }> {
+/** @internal Also for markTakeover (assigned.ts). */
+export async function writeClaim(store: SnapshotStore, key: string, record: ClaimRecord, ifMatch: string | undefined): Promise<{ etag: string } | { lostTo: StoredClaim | undefined }> {
   const body = serializeClaim(record)
   try {
     const result = await store.put(key, body, ifMatch === undefined ? { ifNoneMatch: true } : { ifMatch })
@@ -402,7 +406,8 @@ async function writeClaim(store: SnapshotStore, key: string, record: ClaimRecord
  * then GET. The object only moves forward, so bytes newer than the etag make
  * a compare-and-swap against that etag fail, never succeed wrongly.
  */
-async function readStoredClaim(store: SnapshotStore, job: string, partition: string, compareTo?: Buffer): Promise<(StoredClaim & { same?: boolean }) | undefined> {
+/** @internal Also for markTakeover (assigned.ts). */
+export async function readStoredClaim(store: SnapshotStore, job: string, partition: string, compareTo?: Buffer): Promise<(StoredClaim & { same?: boolean }) | undefined> {
   const key = new SnapshotLayout(job, partition).claimKey
   const info = await store.head(key)
   if (info === undefined) return undefined
@@ -440,7 +445,8 @@ function missingEtag(store: SnapshotStore, key: string): TidemarkError {
   return new TidemarkError('TIDEMARK_DFS_REQUEST_FAILED', `${store.url} reported no etag for '${key}', which a claim needs`, { details: { key } })
 }
 
-function conflict(reason: string, message: string, key: string, details: Record<string, unknown>): TidemarkError {
+/** @internal Also for markTakeover (assigned.ts). */
+export function conflict(reason: string, message: string, key: string, details: Record<string, unknown>): TidemarkError {
   return new TidemarkError('TIDEMARK_OWNERSHIP_CONFLICT', message, { details: { key, reason, ...details } })
 }
 

@@ -46,6 +46,15 @@ export interface ClaimRecord {
    * between its listing and the release).
    */
   lastSnapshot?: string
+  /**
+   * Written by a consumer group's new assignee whose wait for this holder's
+   * release ran out (acquirer's clock, and its owner name): the holder's next
+   * look at its claim finds it changed and stops; the assignee takes the
+   * claim by force only a grace period later (docs/ownership.md, "Through a
+   * group round").
+   */
+  takeoverAt?: number
+  takeoverBy?: string
 }
 
 export interface ClaimOwner {
@@ -91,11 +100,12 @@ export function parseClaim(body: Buffer, job: string, partition: string): { reco
   if (r.leaseMs !== null && !isInteger(r.leaseMs, 1)) return { problem: `leaseMs ${JSON.stringify(r.leaseMs)} is neither null nor a positive integer` }
   if (r.leaseUntil !== null && !isInteger(r.leaseUntil, 0)) return { problem: `leaseUntil ${JSON.stringify(r.leaseUntil)} is neither null nor an integer >= 0` }
   if (!isInteger(r.takenAt, 0)) return { problem: `takenAt ${JSON.stringify(r.takenAt)} is not an integer >= 0` }
-  for (const name of ['generation', 'renewedAt', 'releasedAt']) {
+  for (const name of ['generation', 'renewedAt', 'releasedAt', 'takeoverAt']) {
     if (r[name] !== undefined && !isInteger(r[name], name === 'generation' ? -Infinity : 0)) return { problem: `${name} ${JSON.stringify(r[name])} is not an integer` }
   }
   if (r.lastSnapshot !== undefined && typeof r.lastSnapshot !== 'string') return { problem: `lastSnapshot ${JSON.stringify(r.lastSnapshot)} is not a string` }
   if (r.member !== undefined && (typeof r.member !== 'string' || r.member === '')) return { problem: `member ${JSON.stringify(r.member)} is not a non-empty string` }
+  if (r.takeoverBy !== undefined && typeof r.takeoverBy !== 'string') return { problem: `takeoverBy ${JSON.stringify(r.takeoverBy)} is not a string` }
   return { record: value as ClaimRecord }
 }
 

@@ -1,9 +1,13 @@
 import { asTidemarkError, isTidemarkError, type TidemarkError } from '../errors.js'
 import type { Claim } from '../ownership/claim.js'
+import { ASSIGNED_LOOK_VALID_MS } from '../ownership/assigned.js'
 import type { ClaimPolicy, OwnershipEvent } from './partition-lifecycle.js'
 
 /** How often an assigned owner looks at its claim (one HEAD) while it processes. */
 const CLAIM_CHECK_MS = 1000
+
+/** How long a commit waits for a look at its assigned claim while the store cannot answer. */
+const LOOK_RETRY_MS = 30_000
 
 /**
  * Keeps a partition's claim while its owner processes, by the claim's
@@ -22,6 +26,8 @@ export class ClaimKeeper {
   #renewing = false
   #checking = false
   #checkedAt = performance.now()
+  /** When the last look that found the claim unchanged started (the acquire counts as one). */
+  #goodLookAt = performance.now()
   /** A look at an assigned claim (or holdsClaim()) found it taken. */
   #lostFound: TidemarkError | undefined
   /** The member lease's expirations when the claim was last looked at (or taken). */
@@ -64,7 +70,11 @@ export class ClaimKeeper {
    * lease, and the claim is looked at too once a write of the lease found
    * another process's mark on it (its expirations grew). An assigned
    * claim is looked at in the background, at most once per CLAIM_CHECK_MS;
-   * the batch after a look found it taken fails.
+   * the batch after a look found it taken fails, and a batch commits only
+   * while the last look that found it unchanged started at most
+   * ASSIGNED_LOOK_VALID_MS ago (else it waits for a look now): a new
+   * assignee takes a claim by force only that long and more after it
+   * marked it (assigned.ts), so nothing is committed after the force.
    */
   beforeCommit(): Promise<void> | undefined {
     if (this.#lostFound !== undefined) {
@@ -74,6 +84,7 @@ export class ClaimKeeper {
     const { claim } = this
     const policy = this.#policy
     if (policy.kind === 'assigned') {
+      if (performance.now() - this.#goodLookAt > ASSIGNED_LOOK_VALID_MS) return this.#guard(this.#look())
       this.#checkInBackground()
       return undefined
     }
@@ -106,7 +117,7 @@ export class ClaimKeeper {
     if (this.#checking || now - this.#checkedAt < CLAIM_CHECK_MS) return
     this.#checking = true
     this.#checkedAt = now
-    this.claim.check().then(() => undefined, (error: unknown) => {
+    this.claim.check().then(() => { this.#goodLookAt = Math.max(this.#goodLookAt, now) }, (error: unknown) => {
       if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lostFound = error
     }).finally(() => {
       this.#checking = false
@@ -114,12 +125,39 @@ export class ClaimKeeper {
   }
 
   /**
+   * A look now, before a commit: the last good one is too old to vouch for
+   * it. A store that cannot answer is asked again with backoff (the commit
+   * waits: nothing is committed without a recent look) for up to
+   * LOOK_RETRY_MS, then the commit fails with the store's error.
+   */
+  async #look(): Promise<void> {
+    const first = performance.now()
+    for (let wait = 100; ; wait = Math.min(wait * 2, 5000)) {
+      const started = performance.now()
+      try {
+        await this.claim.check()
+        this.#goodLookAt = Math.max(this.#goodLookAt, started)
+        return
+      } catch (error) {
+        if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) {
+          this.#lostFound = error
+          throw error
+        }
+        if (performance.now() - first + wait > LOOK_RETRY_MS) throw error
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait))
+    }
+  }
+
+  /**
    * Looks at the claim now (one HEAD): false when another owner took it;
    * true while this owner holds it, or when the store cannot tell now.
    */
   async holds(): Promise<boolean> {
+    const started = performance.now()
     try {
       await this.claim.check()
+      this.#goodLookAt = Math.max(this.#goodLookAt, started)
       return true
     } catch (error) {
       if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true

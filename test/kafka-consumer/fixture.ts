@@ -75,6 +75,27 @@ export async function produceWords(producer: Producer, topic: string, partitions
   return out
 }
 
+/**
+ * Produces `perPartition` word events to each of `partitions` every 50 ms,
+ * appending them to `produced`, until the returned stop() (which resolves
+ * once the send in flight is done).
+ */
+export function trickle(producer: Producer, topic: string, partitions: number[], perPartition: number, produced: Produced[]): { stop(): Promise<void> } {
+  let producing = true
+  const done = (async () => {
+    for (let seed = 1; producing; seed++) {
+      produced.push(...await produceWords(producer, topic, partitions, perPartition, perPartition, seed))
+      await new Promise((resolve) => setTimeout(resolve, 50)) // ok: a steady trickle of records, not a wait for an event
+    }
+  })()
+  return {
+    stop: async () => {
+      producing = false
+      await done
+    },
+  }
+}
+
 export async function openProducer(brokers: string[]): Promise<{ kafka: Kafka; producer: Producer }> {
   const kafka = new Kafka({ brokers, clientId: 'test', logLevel: logLevel.NOTHING })
   const producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, createPartitioner: Partitioners.DefaultPartitioner })

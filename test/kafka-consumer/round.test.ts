@@ -3,7 +3,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { StatefulConsumer } from '../../connectors/kafka/index.js'
 import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'
 import { tempDir } from '../helpers/tmp.js'
-import { byPartition, committedThrough, consumerOptions, fold, groupFixture, produceWords, running, snapshotState, until, type Produced, type WordEvent } from './fixture.js'
+import { byPartition, committedThrough, consumerOptions, fold, groupFixture, produceWords, running, snapshotState, trickle, until, type Produced, type WordEvent } from './fixture.js'
 
 const PARTITIONS = [0, 1, 2, 3]
 /** kafkajs's runner logs this (warn) when a heartbeat finds a round under way: the member's round starts. */
@@ -40,17 +40,10 @@ describe('StatefulConsumer: a group round', () => {
     let roundEnd: number | undefined
     a.on('assignment', () => { roundEnd ??= performance.now() })
     const produced: Produced[] = [...first]
-    let producing = true
-    const producingDone = (async () => {
-      for (let seed = 1; producing; seed++) {
-        produced.push(...await produceWords(producer, topic, PARTITIONS, 5, 5, seed))
-        await new Promise((resolve) => setTimeout(resolve, 50)) // ok: a steady trickle of records, not a wait for an event
-      }
-    })()
+    const trickling = trickle(producer, topic, PARTITIONS, 5, produced)
     await b.start()
     await until([a, b], () => running(a) === 2 && running(b) === 2)
-    producing = false
-    await producingDone
+    await trickling.stop()
 
     expect(roundStart).toBeDefined()
     expect(roundEnd).toBeDefined()

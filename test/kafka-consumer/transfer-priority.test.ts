@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { TransferPriority } from '../../connectors/kafka/consumer/transfer-priority.js'
 import { FsSnapshotStore } from '../../src/snapshot-store/fs-store.js'

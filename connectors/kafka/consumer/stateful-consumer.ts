@@ -216,6 +216,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       await this.#local.findOnDisk()
       this.#resumeMemberId = await takeMemberId(this.options.stateDir, this.options.groupId)
       await this.#admin.connect()
+      // The fetcher's connections and metadata, ready before the first partition is restored.
+      await this.#fetcher.connect(this.options.topics)
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
       await this.#run()

@@ -161,9 +161,22 @@ export class PartitionFetcher {
     })
   }
 
-  async #connect(): Promise<void> {
-    const topics = [...new Set([...this.#entries.values()].map((e) => e.tp.topic))].filter((t) => !this.#topics.has(t))
-    if (this.#connected === undefined) this.#connected = this.#cluster.connect()
+  /**
+   * Connects to the cluster and loads the metadata of `topics` ahead of the
+   * first fetch, so that a partition's first fetch after its restore does not
+   * wait for them. Optional: the first fetch connects otherwise.
+   */
+  async connect(topics: readonly string[]): Promise<void> {
+    await this.#connect(topics)
+  }
+
+  async #connect(also: readonly string[] = []): Promise<void> {
+    const topics = [...new Set([...also, ...[...this.#entries.values()].map((e) => e.tp.topic)])].filter((t) => !this.#topics.has(t))
+    // A failed connect is tried again by the next call.
+    this.#connected ??= this.#cluster.connect().catch((error: unknown) => {
+      this.#connected = undefined
+      throw error
+    })
     await this.#connected
     if (topics.length > 0) {
       await this.#cluster.addMultipleTargetTopics([...this.#topics, ...topics])
