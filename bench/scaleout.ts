@@ -73,9 +73,17 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
     const share = Math.floor(partitions / 4)
     await bench.until('the fourth member to run its share', () => bench.running('d').length >= share)
     await bench.settled('every partition to catch up')
-    const end = now()
     const after = bench.owners()
     const movedPartitions = bench.partitions.filter((p) => after.get(p) !== before.get(p))
+    // The old owner processes a moving partition until its assignment says so
+    // (the fetcher goes on through the round): it may have committed all there
+    // was when the new owner starts, whose first commit then waits for the
+    // next record.
+    await bench.until('each moved partition to commit at its new owner', () => movedPartitions.every((p) => {
+      const start = bench.events.findLast((e) => e.t === 'started' && e.partition === p && e.member === after.get(p))
+      return start !== undefined && bench.events.some((e) => e.t === 'commit' && e.partition === p && e.member === after.get(p) && e.at >= start.at)
+    }))
+    const end = now()
     const since = bench.events.filter((e) => e.at >= joinAt)
     const startsOf = (p: number): Array<Extract<GroupEvent, { t: 'started' }>> => since.filter((e): e is Extract<GroupEvent, { t: 'started' }> => e.t === 'started' && e.partition === p)
     const stayedReopened = bench.partitions.filter((p) => !movedPartitions.includes(p) && (startsOf(p).length > 0 || since.some((e) => e.t === 'closed' && e.partition === p))).length
