@@ -4,23 +4,23 @@
 // benches (bench/results/NAME.json), so that no figure there is typed by hand.
 //
 //   npm run bench -- scaleout --rounds 3 && … && npm run readme:bench
-import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { figure, int, type Figures } from './bench-figures.js'
+import { readFigures } from './readme-bench.js'
 import { writeDocBlock } from './readme-block.js'
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..')
 export const START = '<!-- rebalance-cost:start -->'
 export const END = '<!-- rebalance-cost:end -->'
 
-interface Row { scenario: string; bench: string; prefix?: string; moved?: string; steady: string; stayed: string; tidemark: string; group?: string }
+interface Row { scenario: string; bench: string; prefix?: string; moved?: string; steady: string; stayed: string; tidemark: string; tidemarkUnit?: 'partition-s'; group?: string }
 
 const ROWS: readonly Row[] = [
   { scenario: 'scale-out 3 → 4 (warm-up)', bench: 'scaleout', moved: 'moved', steady: 'steadyGapMsMax', stayed: 'stayedGapMsMax', tidemark: 'tidemarkGapMsMax', group: 'groupPartitionSecondsLost' },
   { scenario: 'SIGKILL of 1 of 4 (standbys: 1)', bench: 'failover', moved: 'moved', steady: 'steadyGapMsMax', stayed: 'stayedGapMsMax', tidemark: 'tidemarkGapMsMax' },
   { scenario: 'SIGKILL of 1 of 4 (no standbys)', bench: 'failover', prefix: 'noStandbys', steady: 'SteadyGapMsMax', stayed: 'StayedGapMsMax', tidemark: 'TidemarkGapMsMax' },
-  { scenario: 'rolling restart of 3, per member', bench: 'rolling', steady: 'steadyGapMsMax', stayed: 'stayedGapMsMax', tidemark: 'partitionSecondsLost', group: 'groupPartitionSecondsLost' },
+  { scenario: 'rolling restart of 3, per member', bench: 'rolling', steady: 'steadyGapMsMax', stayed: 'stayedGapMsMax', tidemark: 'partitionSecondsLost', tidemarkUnit: 'partition-s', group: 'groupPartitionSecondsLost' },
 ]
 
 /** The block, markers included, from the figure files of `byBench`. */
@@ -39,24 +39,12 @@ export function renderRebalanceBlock(byBench: ReadonlyMap<string, Figures>): str
     const moved = r.moved === undefined ? undefined : get(r.moved)
     const tidemark = get(r.tidemark)
     const group = r.group === undefined ? undefined : get(r.group)
-    lines.push(`| ${r.scenario} | ${moved ?? '—'} | ${ms(get(r.stayed))} | ${ms(get(r.steady))} | ${r.bench === 'rolling' ? (tidemark === undefined ? 'not measured' : `${tidemark} partition-s`) : ms(tidemark)} | ${group ?? '—'} |`)
+    lines.push(`| ${r.scenario} | ${moved ?? '—'} | ${ms(get(r.stayed))} | ${ms(get(r.steady))} | ${r.tidemarkUnit === undefined ? ms(tidemark) : tidemark === undefined ? 'not measured' : `${tidemark} ${r.tidemarkUnit}`} | ${group ?? '—'} |`)
   }
   lines.push(END)
   return lines.join('\n')
 }
 
-export function readResults(dir: string): Map<string, Figures> {
-  const out = new Map<string, Figures>()
-  for (const name of ['scaleout', 'failover', 'rolling']) {
-    try {
-      out.set(name, JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')) as Figures)
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-    }
-  }
-  return out
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  writeDocBlock('docs/consumer-group.md', START, END, renderRebalanceBlock(readResults(join(ROOT, 'bench', 'results'))), 'rebalance costs from bench/results')
+  writeDocBlock('docs/consumer-group.md', START, END, renderRebalanceBlock(readFigures(join(ROOT, 'bench', 'results'))), 'rebalance costs from bench/results')
 }

@@ -117,11 +117,21 @@ export class ClaimKeeper {
     if (this.#checking || now - this.#checkedAt < CLAIM_CHECK_MS) return
     this.#checking = true
     this.#checkedAt = now
-    this.claim.check().then(() => { this.#goodLookAt = Math.max(this.#goodLookAt, now) }, (error: unknown) => {
-      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lostFound = error
-    }).finally(() => {
+    this.#lookOnce().catch(() => undefined).finally(() => {
       this.#checking = false
     })
+  }
+
+  /** One look at the claim (a HEAD): unchanged, it vouches for commits from when it started; taken, it is kept in #lostFound. */
+  async #lookOnce(): Promise<void> {
+    const started = performance.now()
+    try {
+      await this.claim.check()
+    } catch (error) {
+      if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) this.#lostFound = error
+      throw error
+    }
+    this.#goodLookAt = Math.max(this.#goodLookAt, started)
   }
 
   /**
@@ -133,17 +143,11 @@ export class ClaimKeeper {
   async #look(): Promise<void> {
     const first = performance.now()
     for (let wait = 100; ; wait = Math.min(wait * 2, 5000)) {
-      const started = performance.now()
       try {
-        await this.claim.check()
-        this.#goodLookAt = Math.max(this.#goodLookAt, started)
+        await this.#lookOnce()
         return
       } catch (error) {
-        if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) {
-          this.#lostFound = error
-          throw error
-        }
-        if (performance.now() - first + wait > LOOK_RETRY_MS) throw error
+        if (isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST') || performance.now() - first + wait > LOOK_RETRY_MS) throw error
       }
       await new Promise((resolve) => setTimeout(resolve, wait))
     }
@@ -154,15 +158,11 @@ export class ClaimKeeper {
    * true while this owner holds it, or when the store cannot tell now.
    */
   async holds(): Promise<boolean> {
-    const started = performance.now()
     try {
-      await this.claim.check()
-      this.#goodLookAt = Math.max(this.#goodLookAt, started)
+      await this.#lookOnce()
       return true
     } catch (error) {
-      if (!isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')) return true
-      this.#lostFound = error
-      return false
+      return !isTidemarkError(error, 'TIDEMARK_OWNERSHIP_LOST')
     }
   }
 

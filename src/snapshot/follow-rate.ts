@@ -52,11 +52,27 @@ export class ByteRate {
  * as they are.
  */
 export function meteredStore(store: SnapshotStore, onBytes: (n: number) => void, rate: ByteRate | undefined): SnapshotStore {
+  return pacedStore(store, (n) => {
+    if (n === 0) return undefined
+    onBytes(n)
+    return rate?.take(n)
+  })
+}
+
+/**
+ * `store` with every get paced: `pace(0)` before the request, `pace(n)`
+ * before a chunk of n bytes goes on, and each waits for what it returns
+ * (undefined: go on at once). The other calls go to the store as they are.
+ */
+export function pacedStore(store: SnapshotStore, pace: (bytes: number) => Promise<void> | undefined): SnapshotStore {
   return {
     get url() { return store.url },
     get capabilities() { return store.capabilities },
     put: (key, body, options) => store.put(key, body, options),
-    get: async (key, options) => metered(await store.get(key, options), onBytes, rate),
+    get: async (key, options) => {
+      await pace(0)
+      return paced(await store.get(key, options), pace)
+    },
     head: (key) => store.head(key),
     list: (prefix, options) => store.list(prefix, options),
     deleteMany: (keys) => store.deleteMany(keys),
@@ -64,13 +80,12 @@ export function meteredStore(store: SnapshotStore, onBytes: (n: number) => void,
   }
 }
 
-function metered(body: Readable, onBytes: (n: number) => void, rate: ByteRate | undefined): Readable {
+function paced(body: Readable, pace: (bytes: number) => Promise<void> | undefined): Readable {
   // Ending or destroying the returned stream ends the loop, which destroys
   // the body: the store's download slot is released either way.
   return Readable.from((async function* () {
     for await (const chunk of body as AsyncIterable<Buffer>) {
-      if (rate !== undefined) await rate.take(chunk.byteLength)
-      onBytes(chunk.byteLength)
+      await pace(chunk.byteLength)
       yield chunk
     }
   })(), { objectMode: false })

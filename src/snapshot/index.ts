@@ -2,3 +2,4 @@
 export * from './public.js'
 export { listVerifiedManifests, type VerifiedManifests } from './catalog.js'
 export { layoutOfOption, SNAPSHOT_ID } from './layout.js'
+export { pacedStore } from './follow-rate.js'

@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { END, readResults, renderRebalanceBlock, START } from '../../scripts/readme-rebalance.js'
+import { readFigures } from '../../scripts/readme-bench.js'
+import { END, renderRebalanceBlock, START } from '../../scripts/readme-rebalance.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -12,7 +13,7 @@ describe('npm run readme:bench: the rebalance costs of docs/consumer-group.md', 
   it('shows what the committed scaleout, failover and rolling figure files say', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'consumer-group.md'), 'utf8')
     const block = doc.slice(doc.indexOf(START), doc.indexOf(END) + END.length)
-    expect(block).toBe(renderRebalanceBlock(readResults(join(ROOT, 'bench', 'results'))))
+    expect(block).toBe(renderRebalanceBlock(readFigures(join(ROOT, 'bench', 'results'))))
   })
 
   it('names a figure a file lacks "not measured", and takes the no-standbys failover from its prefixed fields', () => {

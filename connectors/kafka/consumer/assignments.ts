@@ -4,10 +4,9 @@ import { partitionKey, type PartitionClosed, type PartitionStarted, type Partiti
 export interface AssignmentHooks<V> {
   createTask(tp: TopicPartition): PartitionTask<V>
   /**
-   * pause, resume and seek act on the Kafka client, which throws while it
-   * restarts after a crash ("Consumer group was not initialized"). That is
-   * no failure of the partition: its next assignment (the rejoin after the
-   * restart) pauses, seeks and resumes what runs. So their throws are ignored.
+   * pause, resume and seek act on the member's fetcher. A throw of theirs
+   * is no failure of the partition (the next assignment starts what runs
+   * again), so it is ignored.
    */
   pause(tp: TopicPartition): void
   resume(tp: TopicPartition): void
@@ -30,10 +29,9 @@ interface Entry<V> {
  * Turns the group's assignments into partition tasks (Kafka Streams' task
  * manager). kafkajs reports each assignment after the rejoin (GROUP_JOIN)
  * and nothing before it, so revocations are the difference from the
- * previous assignment. This runs synchronously inside that event, before the
- * consumer's first fetch of the new generation: new partitions are paused
- * there, and stay paused until their state is restored and they are seeked
- * to the store's position + 1.
+ * previous assignment. This runs synchronously inside that event: new
+ * partitions are added to the fetcher paused there, and stay paused until
+ * their state is restored and they are seeked to the store's position + 1.
  */
 export class AssignmentHandler<V> {
   readonly #hooks: AssignmentHooks<V>

@@ -232,7 +232,7 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   /**
    * Runs kafkajs's consumer for the group's membership only: every topic
    * is paused there (#pauseGroupFetches), so it heartbeats and joins but
-   * fetches nothing, and it commits nothing of its own (#commitGroupOffsets
+   * fetches nothing, and it commits nothing of its own (GroupOffsets
    * does).
    */
   #run(): Promise<void> {

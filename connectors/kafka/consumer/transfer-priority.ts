@@ -1,5 +1,5 @@
-import { Readable } from 'node:stream'
 import type { SnapshotStore } from '../../../src/snapshot-store/index.js'
+import { pacedStore } from '../../../src/snapshot/index.js'
 
 /**
  * Restores and hand-offs first, standby and warm-up syncs after them. A
@@ -56,27 +56,12 @@ export class TransferPriority {
 
   /** `store` for the standby copy of `key`: each download starts, and goes on chunk by chunk, only while no other partition starts or closes. */
   yielding(store: SnapshotStore, key: string): SnapshotStore {
-    const pass = async (): Promise<void> => {
-      for (let w = this.wait(key); w !== undefined; w = this.wait(key)) await w
-    }
-    return {
-      get url() { return store.url },
-      get capabilities() { return store.capabilities },
-      put: (k, body, options) => store.put(k, body, options),
-      get: async (k, options) => {
-        await pass()
-        const body = await store.get(k, options)
-        return Readable.from((async function* () {
-          for await (const chunk of body as AsyncIterable<Buffer>) {
-            await pass()
-            yield chunk
-          }
-        })(), { objectMode: false })
-      },
-      head: (k) => store.head(k),
-      list: (prefix, options) => store.list(prefix, options),
-      deleteMany: (keys) => store.deleteMany(keys),
-      close: () => store.close(),
-    }
+    return pacedStore(store, () => this.#pass(key))
+  }
+
+  /** Undefined when `key`'s standby may go on now, else a promise that settles once it may. */
+  #pass(key: string): Promise<void> | undefined {
+    const w = this.wait(key)
+    return w === undefined ? undefined : w.then(() => this.#pass(key))
   }
 }

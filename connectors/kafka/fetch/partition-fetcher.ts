@@ -52,8 +52,8 @@ const STALE_METADATA = new Set(['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PA
  * nothing of a consumer group in the way: a group round does not stop it.
  * The group (kafkajs's consumer, every partition paused there) only decides
  * membership and the assignment; this fetches what the member runs, and its
- * owner tells it what that is: seek() a partition to start it, remove() it
- * when it moved away.
+ * owner tells it what that is: seek() a partition to start it, retain()
+ * what it still runs when an assignment took some away.
  *
  * One fetch loop per leader, like kafkajs's: a Fetch of every unpaused
  * partition the broker leads, then each partition's batch handed to
@@ -146,7 +146,7 @@ export class PartitionFetcher {
 
   /** Something may have become fetchable: a loop for each leader that has none. */
   #changedNow(): void {
-    if (this.#stopped || ![...this.#entries.values()].some((e) => this.#fetchable(e))) return
+    if (this.#stopped) return
     if (this.#ensuring) {
       this.#again = true
       return
@@ -166,11 +166,7 @@ export class PartitionFetcher {
    * first fetch, so that a partition's first fetch after its restore does not
    * wait for them. Optional: the first fetch connects otherwise.
    */
-  async connect(topics: readonly string[]): Promise<void> {
-    await this.#connect(topics)
-  }
-
-  async #connect(also: readonly string[] = []): Promise<void> {
+  async connect(also: readonly string[] = []): Promise<void> {
     const topics = [...new Set([...also, ...[...this.#entries.values()].map((e) => e.tp.topic)])].filter((t) => !this.#topics.has(t))
     // A failed connect is tried again by the next call.
     this.#connected ??= this.#cluster.connect().catch((error: unknown) => {
@@ -187,14 +183,12 @@ export class PartitionFetcher {
   /** The leader of every fetchable partition: loops for those that have none. */
   async #ensureLoops(): Promise<void> {
     try {
-      await this.#connect()
+      await this.connect()
       await this.#cluster.refreshMetadataIfNecessary()
       let leaderless = false
-      for (const e of this.#entries.values()) {
-        if (!this.#fetchable(e) || this.#stopped) continue
-        const nodeId = this.#leader(e.tp)
+      for (const [nodeId, entries] of this.#byLeader()) {
         if (nodeId === undefined) leaderless = true
-        else if (!this.#loops.has(nodeId)) this.#startLoop(nodeId)
+        else if (!this.#loops.has(nodeId) && !this.#stopped && entries.length > 0) this.#startLoop(nodeId)
       }
       if (leaderless) throw new Error('a partition to fetch has no known leader')
     } catch (error) {
@@ -215,13 +209,33 @@ export class PartitionFetcher {
     void loop.finally(() => this.#running.delete(loop))
   }
 
-  #leader(tp: FetchedPartition): string | undefined {
-    try {
-      const leaders = this.#cluster.findLeaderForPartitions(tp.topic, [tp.partition])
-      return Object.keys(leaders)[0]
-    } catch {
-      return undefined
+  /** The fetchable partitions by leader (undefined: no known leader), from one metadata lookup per topic. */
+  #byLeader(): Map<string | undefined, Entry[]> {
+    const byTopic = new Map<string, Entry[]>()
+    for (const e of this.#entries.values()) {
+      if (!this.#fetchable(e)) continue
+      const list = byTopic.get(e.tp.topic)
+      if (list === undefined) byTopic.set(e.tp.topic, [e])
+      else list.push(e)
     }
+    const out = new Map<string | undefined, Entry[]>()
+    const add = (nodeId: string | undefined, e: Entry): void => {
+      const list = out.get(nodeId)
+      if (list === undefined) out.set(nodeId, [e])
+      else list.push(e)
+    }
+    for (const [topic, entries] of byTopic) {
+      let leaders: Record<string, number[]> = {}
+      try {
+        leaders = this.#cluster.findLeaderForPartitions(topic, entries.map((e) => e.tp.partition))
+      } catch {
+        // Metadata not loaded: every partition of the topic is leaderless for now.
+      }
+      const leaderOf = new Map<number, string>()
+      for (const [nodeId, partitions] of Object.entries(leaders)) for (const p of partitions) leaderOf.set(p, nodeId)
+      for (const e of entries) add(leaderOf.get(e.tp.partition), e)
+    }
+    return out
   }
 
   async #loop(nodeId: string): Promise<void> {
@@ -230,18 +244,18 @@ export class PartitionFetcher {
         this.#loops.delete(nodeId)
         return
       }
-      const mine = [...this.#entries.values()].filter((e) => this.#fetchable(e) && this.#leader(e.tp) === nodeId)
+      const mine = this.#byLeader().get(nodeId) ?? []
       if (mine.length === 0) {
         // Nothing here to fetch: a loop starts again when something led by this broker is fetchable.
         this.#loops.delete(nodeId)
         return
       }
-      const asked = mine.map((e) => ({ e, version: e.version, offset: e.position! }))
+      const asked = new Map(mine.map((e) => [key(e.tp), { e, version: e.version, offset: e.position! }]))
       let batches: Array<{ entry: Entry; version: number; batch: KafkajsBatch; offset: bigint; highWatermark: bigint }>
       try {
         const broker = await this.#cluster.findBroker({ nodeId })
         const byTopic = new Map<string, Array<{ partition: number; fetchOffset: string; maxBytes: number }>>()
-        for (const a of asked) {
+        for (const a of asked.values()) {
           const list = byTopic.get(a.e.tp.topic) ?? []
           list.push({ partition: a.e.tp.partition, fetchOffset: String(a.offset), maxBytes: this.#o.maxBytesPerPartition })
           byTopic.set(a.e.tp.topic, list)
@@ -257,7 +271,7 @@ export class PartitionFetcher {
         batches = []
         for (const { topicName, partitions } of responses) {
           for (const data of partitions) {
-            const a = asked.find((x) => x.e.tp.topic === topicName && x.e.tp.partition === data.partition)
+            const a = asked.get(key({ topic: topicName, partition: data.partition }))
             if (a === undefined) continue
             batches.push({ entry: a.e, version: a.version, offset: a.offset, batch: new this.#Batch(topicName, String(a.offset), data as never), highWatermark: BigInt(data.highWatermark) })
           }
@@ -266,7 +280,7 @@ export class PartitionFetcher {
         if (this.#stopped) continue
         const e = error as { name?: string; type?: string; topic?: string; partition?: number }
         if (e.name === 'KafkaJSOffsetOutOfRange' && e.topic !== undefined && e.partition !== undefined) {
-          const a = asked.find((x) => x.e.tp.topic === e.topic && x.e.tp.partition === e.partition)
+          const a = asked.get(key({ topic: e.topic, partition: e.partition }))
           if (a !== undefined && a.version === a.e.version) {
             a.e.paused = true
             this.#o.outOfRange(a.e.tp, a.offset)
