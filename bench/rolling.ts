@@ -15,9 +15,16 @@
  * - bytesDownloaded: restored from the snapshot store during the restarts;
  *   stateBytes: the job's stores;
  * - partitionSecondsLost: Tidemark's part, summed over every assignment
- *   and partition in it: the time a record waited between the assignment
- *   and the partition's next commit at that member (or that member's next
- *   assignment: then the group had started another round, its part). The
+ *   and partition it gave to a member: the time a record waited between the
+ *   assignment and the partition's next commit at that member (or that
+ *   member's next assignment: then the group had started another round, its
+ *   part). A partition the member already ran, and ran on through the round
+ *   (in its previous assignment, not closed since), is not counted: it never
+ *   stopped, and the wait after the assignment is its usual pipeline
+ *   latency, not a cost of the restart (stayedGapMsMax measures those
+ *   partitions: a stall there misses that target). Until the group rounds
+ *   stopped every partition (issue 39), each kept partition resumed after
+ *   the round, and its resumption was counted here. The
  *   wait starts at the assignment, or when the first record the partition
  *   had not committed yet was sent, whichever is later: until a record
  *   arrives, a resumed partition has nothing to do, and the trickle's
@@ -55,10 +62,10 @@ interface Outcome {
 }
 
 /**
- * Tidemark's part: each (assignment, partition) until the partition's next
- * commit there, or the member's next assignment; from the assignment, or
- * with `sentAt` from when the first record not yet committed was sent, if
- * that is later.
+ * Tidemark's part: each (assignment, partition it gave to the member) until
+ * the partition's next commit there, or the member's next assignment; from
+ * the assignment, or with `sentAt` from when the first record not yet
+ * committed was sent, if that is later.
  */
 export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number, sentAt?: ReadonlyMap<number, ReadonlyMap<bigint, number>>): number {
   let lost = 0
@@ -66,6 +73,10 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
     if (a.t !== 'assignment' || a.at < from) continue
     const nextRound = events.slice(i + 1).find((e) => e.t === 'assignment' && e.member === a.member)?.at ?? Infinity
     for (const p of a.partitions) {
+      if (keptRunning(events, i, p)) {
+        if (process.env.GROUP_TRACE === '1' && sentAt !== undefined) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: kept running, not counted\n`)
+        continue
+      }
       const commit = events.slice(i + 1).find((e) => e.t === 'commit' && e.member === a.member && e.partition === p)?.at ?? Infinity
       const until = Math.min(commit, nextRound)
       if (until === Infinity) continue
@@ -82,6 +93,16 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
     }
   }
   return lost / 1000
+}
+
+/** Whether the assignment at `i` kept `p` at its member running: in the member's previous assignment, and not closed there since. */
+export function keptRunning(events: readonly GroupEvent[], i: number, p: number): boolean {
+  const a = events[i]
+  if (a?.t !== 'assignment') return false
+  const j = events.slice(0, i).findLastIndex((e) => e.t === 'assignment' && e.member === a.member)
+  const previous = events[j]
+  if (previous?.t !== 'assignment' || !previous.partitions.includes(p)) return false
+  return !events.slice(j + 1, i).some((e) => e.t === 'closed' && e.member === a.member && e.partition === p)
 }
 
 async function rolling(partitions: number, sizeMb: number, baseline: boolean): Promise<Outcome> {
