@@ -254,6 +254,21 @@ export class GroupBench {
     })
   }
 
+  /**
+   * Each of `partitions` has committed at its owner now since that owner
+   * started it. `settled` can hold before: a moved partition's records may
+   * all be committed by the owner before it (the old owner goes on until its
+   * assignment says otherwise; a killed one may have committed its last), and
+   * the new owner's first commit waits for the trickle's next record.
+   */
+  async committedAtOwners(what: string, partitions: readonly number[]): Promise<void> {
+    const owners = this.owners()
+    await this.until(what, () => partitions.every((p) => {
+      const start = this.events.findLast((e) => e.t === 'started' && e.partition === p && e.member === owners.get(p))
+      return start !== undefined && this.events.some((e) => e.t === 'commit' && e.partition === p && e.member === owners.get(p) && e.at >= start.at)
+    }))
+  }
+
   /** Produces one message to each partition named (bench numbers), in one request. */
   async #send(messages: Array<{ partition: number; key: string; value: Buffer }>): Promise<void> {
     const topicMessages = this.shared.topics.map((topic) => ({

@@ -61,6 +61,7 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       return dead.every((p) => owners.has(p) && owners.get(p) !== 'v')
     })
     await bench.settled('every partition to catch up')
+    await bench.committedAtOwners('each moved partition to commit at its new owner', dead)
     const end = now()
     const after = bench.owners()
     const since = bench.events.filter((e) => e.at >= killedAt)
@@ -76,7 +77,9 @@ async function failover(partitions: number, sizeMb: number, standbys: number): P
       waited = Math.max(waited, start.claimWaitMs)
       bytes += start.bytesDownloaded
       const assignedAt = Math.max(...since.filter((e) => e.t === 'assignment' && e.member === owner && e.at <= start.at && e.partitions.includes(p)).map((e) => e.at))
-      gaps.push(gapAfterAssignment(bench.events, owner, p, assignedAt)!)
+      const gap = gapAfterAssignment(bench.events, owner, p, assignedAt)
+      if (gap === undefined) throw new Error(`partition ${p}: no commit at ${owner} after its assignment`)
+      gaps.push(gap)
       detect.push(assignedAt - killedAt)
     }
     return {

@@ -75,14 +75,7 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
     await bench.settled('every partition to catch up')
     const after = bench.owners()
     const movedPartitions = bench.partitions.filter((p) => after.get(p) !== before.get(p))
-    // The old owner processes a moving partition until its assignment says so
-    // (the fetcher goes on through the round): it may have committed all there
-    // was when the new owner starts, whose first commit then waits for the
-    // next record.
-    await bench.until('each moved partition to commit at its new owner', () => movedPartitions.every((p) => {
-      const start = bench.events.findLast((e) => e.t === 'started' && e.partition === p && e.member === after.get(p))
-      return start !== undefined && bench.events.some((e) => e.t === 'commit' && e.partition === p && e.member === after.get(p) && e.at >= start.at)
-    }))
+    await bench.committedAtOwners('each moved partition to commit at its new owner', movedPartitions)
     const end = now()
     const since = bench.events.filter((e) => e.at >= joinAt)
     const startsOf = (p: number): Array<Extract<GroupEvent, { t: 'started' }>> => since.filter((e): e is Extract<GroupEvent, { t: 'started' }> => e.t === 'started' && e.partition === p)
