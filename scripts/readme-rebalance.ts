@@ -27,7 +27,7 @@ const ROWS: readonly Row[] = [
 export function renderRebalanceBlock(byBench: ReadonlyMap<string, Figures>): string {
   const lines = [
     START,
-    'Written by `npm run readme:bench` (scripts/readme-rebalance.ts) from `bench/results/{scaleout,failover,rolling}.json`; see docs/benchmarks.md for when and at which commit each was measured. "Stayed": the partitions that did not move, their longest time between two commits through the rebalance, against the same partitions in the 30 s before it; "moved": Tidemark\'s part of a moved partition\'s gap (assignment to first commit; for the rolling restart, partition-seconds while a record waited); partition-seconds without progress include the group\'s rounds.',
+    'Written by `npm run readme:bench` (scripts/readme-rebalance.ts) from `bench/results/{scaleout,failover,rolling}.json`; see docs/benchmarks.md for when and at which commit each was measured. "Stayed": the partitions that did not move, their longest time between two commits through the rebalance, against the same partitions in the 30 s before it; "moved": Tidemark\'s part of a moved partition\'s gap (assignment to first commit; for the rolling restart, partition-seconds while a record waited, over the partitions each restart started: the others ran on); partition-seconds without progress include the group\'s rounds.',
     '',
     '| scenario | moved | stayed: longest gap | stayed: in the 30 s before | moved: Tidemark\'s part | partition-seconds without progress |',
     '| --- | ---: | ---: | ---: | ---: | ---: |',
