@@ -16,6 +16,13 @@
  * `...100`), and by a lease per claim for comparison; counted over a window
  * at a 3 s lease and scaled to the default 30 s one.
  *
+ * Then the LISTs of a member's standby copies per minute
+ * (`standbyListsPerMinutePerMember1`, `...500`): SnapshotFollowers of 1 and
+ * 500 partitions sharing one SnapshotPacer, as a StatefulConsumer member's
+ * copies do (standby.syncsPerInterval, default 16), with nothing new to
+ * download; counted over 5 intervals at a tenth of the default interval and
+ * scaled to it.
+ *
  * Prints one JSON line and saves it with the other benches' figures
  * (bench/results/requests.json, committed; TIDEMARK_REQUESTS_FILE writes a
  * copy elsewhere too); `npm run readme:cost` (scripts/readme-cost.ts)
@@ -24,7 +31,8 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
-import { CLAIM_DEFAULTS, MemberLease, openFileLog, PartitionProcessor, PartitionStore, Snapshotter, valueState, type FileLog, type SnapshotSettings } from '../src/index.js'
+import { CLAIM_DEFAULTS, MemberLease, openFileLog, PartitionProcessor, PartitionStore, SnapshotFollower, SnapshotPacer, Snapshotter, valueState, type FileLog, type SnapshotSettings } from '../src/index.js'
+import { CONSUMER_DEFAULTS } from '../connectors/kafka/consumer/options.js'
 import { GC_CADENCE_DEFAULTS } from '../src/snapshot/gc.js'
 import { CountingStore, diffCounts, getClass, putClass, zeroCounts, type RequestCounts } from './_counting-store.js'
 import { saveFigures } from './_figures.js'
@@ -161,6 +169,8 @@ export async function run(args: string[]): Promise<void> {
     const renewals1 = await renewalPutsPerMinute(counting, dir.path, log, 1, true)
     const renewals100 = await renewalPutsPerMinute(counting, dir.path, log, 100, true)
     const perClaim100 = await renewalPutsPerMinute(counting, dir.path, log, 100, false)
+    const standbys1 = await standbyListsPerMinute(counting, dir.path, 1)
+    const standbys500 = await standbyListsPerMinute(counting, dir.path, 500)
     const renewIntervalMs = Math.floor(CLAIM_DEFAULTS.leaseMs / 3)
     const line = {
       bench: 'requests',
@@ -196,6 +206,9 @@ export async function run(args: string[]): Promise<void> {
       renewalPutsPerMinutePerProcess100PerClaim: perClaim100,
       renewalSetup: 'PUTs to claim and member-lease objects while N standalone processors of one process hold their partitions, idle: by one MemberLease (…PerProcess1, …PerProcess100), and by a lease per claim (…PerClaim); counted over 5 renewal intervals at leaseMs 3000 and scaled to the default 30 s lease',
       claimLeaseMs: CLAIM_DEFAULTS.leaseMs,
+      standbyListsPerMinutePerMember1: standbys1,
+      standbyListsPerMinutePerMember500: standbys500,
+      standbySetup: `LISTs of SnapshotFollowers of 1 and 500 partitions of one member sharing one SnapshotPacer of ${CONSUMER_DEFAULTS.standbySyncsPerInterval} slots (standby.syncsPerInterval), nothing new to follow; counted over 5 intervals at a tenth of the default ${CONSUMER_DEFAULTS.standbyIntervalMs} ms and scaled to it`,
       loadAvg: loadAvg(),
       date: new Date().toISOString(),
       node: process.version,
@@ -234,4 +247,21 @@ async function renewalPutsPerMinute(store: CountingStore, dir: string, log: File
   for (const p of processors) await p.close()
   await memberLease?.release()
   return round((puts / windowMs) * 60_000 * (leaseMs / CLAIM_DEFAULTS.leaseMs), 2)
+}
+
+/** LISTs per minute, at the consumer's default standby interval, of one member's `copies` standby copies sharing a pacer. */
+async function standbyListsPerMinute(store: CountingStore, dir: string, copies: number): Promise<number> {
+  const intervalMs = CONSUMER_DEFAULTS.standbyIntervalMs / 10
+  const pacer = new SnapshotPacer({ slots: CONSUMER_DEFAULTS.standbySyncsPerInterval })
+  const job = `standby-${copies}`
+  const followers = Array.from({ length: copies }, (_, p) => new SnapshotFollower({ snapshotStore: store, job, partition: p, dir: join(dir, job, `p${p}`) }))
+  for (const f of followers) f.start({ intervalMs, pacer })
+  // After the first turns, five intervals.
+  await delay(intervalMs)
+  const windowMs = 5 * intervalMs
+  const before = store.snapshot()
+  await delay(windowMs)
+  const lists = diffCounts(store.snapshot(), before).list
+  await Promise.all(followers.map((f) => f.dispose()))
+  return round((lists / windowMs) * 60_000 * (intervalMs / CONSUMER_DEFAULTS.standbyIntervalMs), 2)
 }

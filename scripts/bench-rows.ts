@@ -66,6 +66,8 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'snapshotterListPerSnapshot', op: '<=', bound: 0, issue: 30 },
     // Renewals per process must not grow with its partitions (MemberLease).
     { field: 'renewalPutsPerMinutePerProcess100', per: 'renewalPutsPerMinutePerProcess1', op: '<=', bound: 1.5, issue: 28 },
+    // A member's standby listings must not grow with its copies: 16 syncs per 5 s interval at most (standby.syncsPerInterval), 192 a minute.
+    { field: 'standbyListsPerMinutePerMember500', op: '<=', bound: 192, issue: 38 },
   ],
   // Issue 12 item 7 asks for the series, with no bound: the table below the rows.
   growth: [],
@@ -264,6 +266,7 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['snapshotterPutClassPerSnapshot', 'snapshotterGetClassPerSnapshot', 'snapshotterListPerSnapshot'], (p, g, l) => `\`Snapshotter\` alone ${p} PUT-class, ${g} GET-class, ${l} LIST`),
       phrase(f, ['requestsPerStart'], (x) => `${x} requests per start on an intact store`),
       phrase(f, ['renewalPutsPerMinutePerProcess1', 'renewalPutsPerMinutePerProcess100', 'renewalPutsPerMinutePerProcess100PerClaim'], (a, b, c) => `renewal PUTs a minute per process by a member lease: ${a} for 1 partition, ${b} for 100 (${c} for 100 with a lease per claim)`),
+      phrase(f, ['standbyListsPerMinutePerMember1', 'standbyListsPerMinutePerMember500'], (a, b) => `standby LISTs a minute per member: ${a} for 1 copy, ${b} for 500`),
     ]),
   },
   {

@@ -3,19 +3,32 @@ import { resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { callListener } from '../logging/listener.js'
-import { checkLogger, type Logger } from '../logging/logger.js'
+import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
 import { corrupt, type CorruptReason } from './archive.js'
 import { listManifests, readManifest, type ManifestRef } from './catalog.js'
 import { FollowerCopy } from './follow-copy.js'
 import { ByteRate, meteredStore, systemClock, type FollowerClock } from './follow-rate.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
-import { checkInt, checkKnown } from '../util/index.js'
+import { checkInt, checkKnown, describeValue } from '../util/index.js'
+import { SnapshotPacer } from './pacer.js'
 import { checkFunction, checkObject, checkSnapshotStore } from './options.js'
 import { prefetchSnapshot } from './prefetch.js'
 import type { ReusableFile, SnapshotSummary } from './restore/index.js'
 
 export type { FollowerClock } from './follow-rate.js'
+
+export interface FollowerStartOptions {
+  /** From the end of one sync to the start of the next. Default 30 s. */
+  intervalMs?: number
+  /** Shared by followers on one clock: at most its `slots` syncs of theirs start within `intervalMs` (see start()). */
+  pacer?: SnapshotPacer
+  /** With a pacer: this follower's weight in the line, the highest first. Default: the bytes it was behind at its last listing. */
+  debt?: () => number
+}
+
+/** How soon a follower whose turn the pacer refused asks again (at most its intervalMs). */
+const PACED_ASK_MS = 1000
 
 export const FOLLOWER_DEFAULTS = Object.freeze({
   /** 0: no bound. */
@@ -142,7 +155,7 @@ export class SnapshotFollower {
   #bytesBehind = 0
   #lastSyncAt: number | undefined
   #lastError: unknown
-  #polling: { intervalMs: number; timer: unknown } | undefined
+  #polling: { intervalMs: number; timer: unknown; pacer: SnapshotPacer | undefined } | undefined
   #disposed = false
 
   constructor(options: SnapshotFollowerOptions) {
@@ -178,16 +191,46 @@ export class SnapshotFollower {
     return run
   }
 
-  /** Syncs now, then `intervalMs` after each sync ends, until stop(). Failures are `failed` events. */
-  start(options: { intervalMs?: number } = {}): void {
+  /**
+   * Syncs now, then `intervalMs` after each sync ends, until stop(). Failures are `failed` events.
+   *
+   * With a `pacer` (shared by the followers of a process or member, on one
+   * clock), each sync waits for its turn: at most the pacer's `slots` syncs
+   * of those followers start within `intervalMs`, so their listings do not
+   * grow with the partitions they follow; the follower whose `debt()` is
+   * highest goes first (default: the bytes it was behind at its last
+   * listing). Beyond `slots` followers, each syncs every `intervalMs` ×
+   * followers / `slots`.
+   */
+  start(options: FollowerStartOptions = {}): void {
     const o = checkObject(options, 'start options')
+    checkKnown(o, ['intervalMs', 'pacer', 'debt'], 'follower start')
     const intervalMs = checkInt(o.intervalMs ?? FOLLOWER_DEFAULTS.intervalMs, 'intervalMs', 1)
+    if (o.pacer !== undefined && !(o.pacer instanceof SnapshotPacer)) throw new TypeError(`pacer must be a SnapshotPacer, got ${describeValue(o.pacer)}`)
+    const given = checkFunction<() => number>(o.debt, 'debt')
+    // Called from a timer: a debt() that throws or is not a number must not take the process down, nor go unseen.
+    const debt = given === undefined ? () => this.#bytesBehind : () => {
+      try {
+        const d = given()
+        if (typeof d === 'number' && !Number.isNaN(d)) return d
+        this.#logger.warn({ job: this.layout.job, partition: this.layout.partition, debt: describeValue(d) }, 'the follower\'s debt() did not return a number: taken as 0')
+      } catch (error) {
+        this.#logger.warn({ job: this.layout.job, partition: this.layout.partition, ...errorFields(error) }, 'the follower\'s debt() threw: taken as 0')
+      }
+      return 0
+    }
     if (this.#disposed) throw new TypeError(`the follower of ${this.layout.prefix} was disposed`)
     if (this.#polling !== undefined) return
-    const polling = { intervalMs, timer: undefined as unknown }
+    const pacer = o.pacer
+    const polling = { intervalMs, timer: undefined as unknown, pacer }
     this.#polling = polling
     const tick = (): void => {
       polling.timer = undefined
+      if (pacer !== undefined && !pacer.request(polling, intervalMs, this.#clock.now(), debt())) {
+        // Asks again soon: the pacer drops a follower that stops asking (SnapshotPacer's 10 s).
+        polling.timer = this.#clock.setTimeout(tick, Math.min(intervalMs, PACED_ASK_MS))
+        return
+      }
       this.sync().catch(() => undefined).finally(() => {
         if (this.#polling === polling) polling.timer = this.#clock.setTimeout(tick, intervalMs)
       })
@@ -200,6 +243,7 @@ export class SnapshotFollower {
     const polling = this.#polling
     this.#polling = undefined
     if (polling?.timer !== undefined) this.#clock.clearTimeout(polling.timer)
+    polling?.pacer?.leave(polling)
     await this.#chain
   }
 

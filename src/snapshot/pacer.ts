@@ -32,6 +32,9 @@ export const PACER_DEFAULTS = Object.freeze({
  *
  * The schedulers give the time (their clock's `now()`): those sharing a
  * pacer must share a clock.
+ *
+ * SnapshotFollowers take turns the same way (`start({ pacer })`): a member's
+ * standby copies list the store `slots` times per interval, not once per copy.
  */
 export class SnapshotPacer {
   readonly slots: number

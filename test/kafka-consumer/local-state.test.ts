@@ -5,7 +5,9 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import type { AssignmentInfo } from '../../connectors/kafka/consumer/assignor-metadata.js'
 import { LocalState } from '../../connectors/kafka/consumer/local-state.js'
 import { TransferPriority } from '../../connectors/kafka/consumer/transfer-priority.js'
+import { FsSnapshotStore, type SnapshotStore } from '../../src/index.js'
 import { noopLogger } from '../../src/logging/logger.js'
+import { ManualClock, until } from '../helpers/manual-clock.js'
 
 const WAIT_MS = 3000
 const P = { topic: 'src', partition: 1 }
@@ -20,7 +22,7 @@ async function localState(): Promise<LocalState> {
     topics: ['src'],
     logger: noopLogger,
     snapshots: undefined,
-    standby: { intervalMs: 500, maxBytesPerSecond: 0, maxDiskBytes: 0 },
+    standby: { intervalMs: 500, maxBytesPerSecond: 0, maxDiskBytes: 0, syncsPerInterval: 16 },
     handoff: { snapshot: true, timeoutMs: 10_000, waitMs: WAIT_MS, minEvents: 0 },
     warmup: undefined,
   }, new TransferPriority(), () => undefined)
@@ -60,5 +62,77 @@ describe('LocalState: how long a new task waits for the previous owner', () => {
     movedAway.assigned(info(2), [Q], () => false)
     movedAway.assigned(info(3), [P, Q], () => false)
     expect(movedAway.taskStart(P).waitMs).toBe(WAIT_MS)
+  })
+})
+
+describe('LocalState: standby copies and their listings', () => {
+  const INTERVAL_MS = 1000
+  const SLOTS = 4
+
+  /** A member keeping `copies` standby copies on a manual clock; counts the snapshot store's listings. */
+  async function member(copies: number): Promise<{ local: LocalState; clock: ManualClock; listings: () => number; settled: () => Promise<void> }> {
+    const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-local-state-'))
+    onTestFinished(() => rm(stateDir, { recursive: true, force: true }))
+    const store: SnapshotStore = new FsSnapshotStore({ root: join(stateDir, 'dfs') })
+    let listed = 0
+    let open = 0
+    const list = store.list.bind(store)
+    // One wrapped call: each listing counted from its start to its end.
+    store.list = (prefix, options) => {
+      listed++
+      open++
+      return (async function* () {
+        try {
+          yield* list(prefix, options)
+        } finally {
+          open--
+        }
+      })()
+    }
+    const clock = new ManualClock()
+    const local = new LocalState({
+      job: 'job', stateDir, topics: ['src'], logger: noopLogger, snapshots: { store },
+      standby: { intervalMs: INTERVAL_MS, maxBytesPerSecond: 0, maxDiskBytes: 0, syncsPerInterval: SLOTS },
+      handoff: { snapshot: true, timeoutMs: 10_000, waitMs: WAIT_MS, minEvents: 0 },
+      warmup: undefined,
+    }, new TransferPriority(), () => undefined, () => undefined, clock)
+    const standbys = Array.from({ length: copies }, (_, i) => ({ topic: 'src', partition: i }))
+    local.assigned({ generation: 1, standbys, warmups: [], orphaned: [], memberId: 'm' }, [], () => false)
+    onTestFinished(() => local.assigned({ generation: 2, standbys: [], warmups: [], orphaned: [], memberId: 'm' }, [], () => false))
+    // Every follower idle: no listing open, and each waits on one timer of the clock (its next sync or its next ask).
+    const settled = () => until(() => open === 0 && clock.pending === copies)
+    await settled()
+    return { local, clock, listings: () => listed, settled }
+  }
+
+  /** Listings in `intervals` intervals after the first, the clock moved 100 ms at a time. */
+  async function listingsOver(m: Awaited<ReturnType<typeof member>>, intervals: number): Promise<number> {
+    const before = m.listings()
+    for (let t = 0; t < intervals * 10; t++) {
+      m.clock.advance(INTERVAL_MS / 10)
+      await m.settled()
+    }
+    return m.listings() - before
+  }
+
+  it('syncs each of few copies every intervalMs', async () => {
+    const m = await member(2)
+    expect(m.listings()).toBe(2)
+    expect(await listingsOver(m, 10)).toBe(20)
+  })
+
+  it('starts at most syncsPerInterval syncs per intervalMs, however many copies it keeps', async () => {
+    const eight = await member(8)
+    const many = await member(64)
+    // The first turns: SLOTS at once, not one per copy.
+    expect(eight.listings()).toBe(SLOTS)
+    expect(many.listings()).toBe(SLOTS)
+    const a = await listingsOver(eight, 10)
+    const b = await listingsOver(many, 10)
+    expect(a).toBeLessThanOrEqual(SLOTS * 10)
+    expect(b).toBeLessThanOrEqual(SLOTS * 10)
+    // Still syncing at the full rate, not starved.
+    expect(a).toBeGreaterThanOrEqual(SLOTS * 9)
+    expect(b).toBeGreaterThanOrEqual(SLOTS * 9)
   })
 })

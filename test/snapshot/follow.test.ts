@@ -14,6 +14,7 @@ import {
   type FollowerClock, type SnapshotFollowerEvent, type SnapshotResult, type SnapshotStore, type SnapshotterOptions,
 } from '../../src/index.js'
 import { sha256File } from '../../src/util/index.js'
+import { ManualClock, until } from '../helpers/manual-clock.js'
 import { useTestBucket } from '../helpers/s3-bucket.js'
 import { randomName, tempDir } from '../helpers/tmp.js'
 import { keyOf, kv, levelDigest, openKvStore, range, storeDigest, TOPIC, waitForCompactions } from './helpers.js'
@@ -289,6 +290,15 @@ describe('SnapshotFollower', () => {
     expect(events.map((e) => e.type)).toEqual(['synced', 'synced'])
   })
 
+  it('start() refuses options it does not know and a pacer that is not one', async () => {
+    const s = await source(tempDir('tidemark-follow-'))
+    const { follower: f } = follower(s)
+    expect(() => f.start({ intervalMs: 1000, every: 5 } as never)).toThrow(/every/)
+    expect(() => f.start({ pacer: { slots: 4 } } as never)).toThrow(/pacer must be a SnapshotPacer/)
+    expect(() => f.start({ debt: 5 } as never)).toThrow(/debt/)
+    expect(f.status().syncing).toBe(false)
+  })
+
   it('paces its downloads to maxBytesPerSecond', { timeout: 60_000 }, async () => {
     const s = await source(tempDir('tidemark-follow-'))
     const s1 = await s.next()
@@ -429,42 +439,4 @@ function duBytes(dir: string): number {
     }
   }
   return sum
-}
-
-/** Timers that fire only when the test moves the clock. */
-class ManualClock implements FollowerClock {
-  #now = 0
-  #next = 1
-  readonly #timers = new Map<number, { at: number; fn: () => void }>()
-  get pending(): number {
-    return this.#timers.size
-  }
-  now(): number {
-    return this.#now
-  }
-  setTimeout(fn: () => void, ms: number): unknown { // ok: the manual clock's timer, moved by the test
-    const id = this.#next++
-    this.#timers.set(id, { at: this.#now + ms, fn })
-    return id
-  }
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number)
-  }
-  advance(ms: number): void {
-    this.#now += ms
-    for (const [id, t] of [...this.#timers]) {
-      if (t.at > this.#now) continue
-      this.#timers.delete(id)
-      t.fn()
-    }
-  }
-}
-
-/** Resolves once `check` holds, looking again at each turn of the event loop (no timers). */
-async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 100_000; i++) {
-    if (check()) return
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-  throw new Error('the awaited condition did not come')
 }

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PartitionStore } from '../../../src/store/index.js'
-import { SnapshotFollower, type SnapshotFollowerEvent, type SnapshotFollowerStatus } from '../../../src/snapshot/index.js'
+import { SnapshotFollower, SnapshotPacer, type FollowerClock, type SnapshotFollowerEvent, type SnapshotFollowerStatus } from '../../../src/snapshot/index.js'
 import type { AssignmentInfo, LocalCopy, MemberState } from './assignor-metadata.js'
 import type { ResolvedConsumerOptions } from './options.js'
 import { partitionKey, type TopicPartition } from './partition-task.js'
@@ -47,16 +47,22 @@ export class LocalState {
   #firstWarmAt: number | undefined
   /** Standby copies of partitions just assigned here as active: their tasks restore from them. */
   readonly #handover = new Map<string, SnapshotFollower>()
+  /** The copies' syncs, a listing each, share standby.syncsPerInterval turns per intervalMs: the member's request rate does not grow with its copies (issue 38). */
+  readonly #pacer: SnapshotPacer
+  /** The copies' clock (tests give a manual one): the pacer's turns are on it. */
+  readonly #clock: FollowerClock | undefined
 
   /**
    * onWarm: a warm-up's copy became warm (once per assignment): the member
    * asks for the rebalance that moves the partition here.
    */
-  constructor(options: LocalStateOptions, priority: TransferPriority, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void, onWarm: () => void = () => undefined) {
+  constructor(options: LocalStateOptions, priority: TransferPriority, onStandby: (tp: TopicPartition, event: SnapshotFollowerEvent) => void, onWarm: () => void = () => undefined, clock?: FollowerClock) {
     this.#o = options
     this.#priority = priority
     this.#onStandby = onStandby
     this.#onWarm = onWarm
+    this.#pacer = new SnapshotPacer({ slots: options.standby.syncsPerInterval })
+    this.#clock = clock
   }
 
   /** The partition stores an earlier process left in stateDir, with their positions (each opened once). */
@@ -168,13 +174,16 @@ export class LocalState {
       const follower = new SnapshotFollower({
         snapshotStore: this.#priority.yielding(o.snapshots.store, key), job: o.job, partition: key, dir: join(o.stateDir, `${key}.standby`),
         maxBytesPerSecond: o.standby.maxBytesPerSecond, maxDiskBytes: o.standby.maxDiskBytes, logger: o.logger,
+        ...(this.#clock === undefined ? {} : { clock: this.#clock }),
         onEvent: (event) => {
           this.#onStandby(tp, event)
           this.#checkWarm()
         },
       })
-      follower.start({ intervalMs: o.standby.intervalMs })
-      this.#standbys.set(key, { tp, follower, warmup })
+      const entry: Follower = { tp, follower, warmup }
+      // Warm-ups first (a move waits for them), then the copies furthest behind.
+      follower.start({ intervalMs: o.standby.intervalMs, pacer: this.#pacer, debt: () => (entry.warmup ? Number.MAX_SAFE_INTEGER : follower.status().bytesBehind) })
+      this.#standbys.set(key, entry)
     }
     this.#watchWarmups()
     this.#checkWarm()

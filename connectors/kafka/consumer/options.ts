@@ -160,8 +160,15 @@ export interface StatefulConsumerOptions<V = unknown> {
    * sync. Needs snapshots and the default assignor. Default 0.
    */
   standbys?: number
-  /** How standby copies are kept: how often each looks for a new snapshot, and its bandwidth and disk budget. */
-  standby?: { intervalMs?: number; maxBytesPerSecond?: number; maxDiskBytes?: number }
+  /**
+   * How standby and warm-up copies are kept: how often each looks for a new
+   * snapshot (`intervalMs`, default 5 s), and its bandwidth and disk budget.
+   * `syncsPerInterval` (default 16) bounds the member's syncs, a listing
+   * each: at most that many start within `intervalMs`, however many copies
+   * it keeps, warm-ups first, then the copies furthest behind. A member with
+   * more copies syncs each every `intervalMs` × copies / `syncsPerInterval`.
+   */
+  standby?: { intervalMs?: number; maxBytesPerSecond?: number; maxDiskBytes?: number; syncsPerInterval?: number }
   /**
    * Warm-up before a move (KIP-441, from the snapshot store): a partition
    * that must move to a member without a warm copy (one that joined, one
@@ -187,6 +194,8 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   handoffTimeoutMs: 30_000,
   handoffWaitMs: 10_000,
   standbyIntervalMs: 5_000,
+  /** A member's standby and warm-up syncs (a listing each) that start within standbyIntervalMs: its listing rate does not grow with its copies. */
+  standbySyncsPerInterval: 16,
   /** KIP-441's max.warmup.replicas default. */
   maxWarmups: 2,
   maxLagSnapshots: 1,
@@ -238,7 +247,7 @@ export interface ResolvedConsumerOptions<V> {
   /** undefined: the state-aware assignor, which the consumer creates (it needs the consumer's local state). */
   readonly partitionAssigners: readonly PartitionAssigner[] | undefined
   readonly standbys: number
-  readonly standby: { readonly intervalMs: number; readonly maxBytesPerSecond: number; readonly maxDiskBytes: number }
+  readonly standby: { readonly intervalMs: number; readonly maxBytesPerSecond: number; readonly maxDiskBytes: number; readonly syncsPerInterval: number }
   readonly warmup: WarmupOptions | undefined
   readonly logger: Logger
 }
@@ -309,7 +318,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
   if (standbys > 0 && options.partitionAssigners !== undefined) throw new TypeError('options.standbys needs the default assignor (the state-aware one names the standbys); leave options.partitionAssigners unset')
   const standby = options.standby ?? {}
   if (typeof standby !== 'object' || standby === null) throw new TypeError(`options.standby must be an object, got ${describeValue(standby)}`)
-  for (const key of Object.keys(standby)) if (!['intervalMs', 'maxBytesPerSecond', 'maxDiskBytes'].includes(key)) throw new TypeError(`options.standby.${key} is not an option of standby copies`)
+  for (const key of Object.keys(standby)) if (!['intervalMs', 'maxBytesPerSecond', 'maxDiskBytes', 'syncsPerInterval'].includes(key)) throw new TypeError(`options.standby.${key} is not an option of standby copies`)
   const warmup = resolveWarmup(options)
   const assigners = options.partitionAssigners
   if (assigners !== undefined && (!Array.isArray(assigners) || assigners.length === 0 || !assigners.every((a) => typeof a === 'function'))) {
@@ -345,6 +354,7 @@ export function resolveConsumerOptions<V>(options: StatefulConsumerOptions<V>): 
       intervalMs: integer(standby.intervalMs ?? CONSUMER_DEFAULTS.standbyIntervalMs, 'options.standby.intervalMs', 1, 2 ** 31 - 1),
       maxBytesPerSecond: integer(standby.maxBytesPerSecond ?? 0, 'options.standby.maxBytesPerSecond', 0, Number.MAX_SAFE_INTEGER),
       maxDiskBytes: integer(standby.maxDiskBytes ?? 0, 'options.standby.maxDiskBytes', 0, Number.MAX_SAFE_INTEGER),
+      syncsPerInterval: integer(standby.syncsPerInterval ?? CONSUMER_DEFAULTS.standbySyncsPerInterval, 'options.standby.syncsPerInterval', 1, 1_000_000),
     }),
     warmup,
     logger: checkLogger(options.logger, 'options.logger'),
