@@ -54,6 +54,8 @@ interface Bench {
   renewalPutsPerMinutePerProcess1?: number
   renewalPutsPerMinutePerProcess100?: number
   renewalPutsPerMinutePerProcess100PerClaim?: number
+  standbyListsPerMinutePerMember1?: number
+  standbyListsPerMinutePerMember500?: number
   startLocal: Record<string, number>
   startRestore: Record<string, number>
   handoff: { total: Record<string, number> }
@@ -121,6 +123,10 @@ const block = [
   ...(b.renewalPutsPerMinutePerProcess100 === undefined ? [] : [
     '',
     `With a \`MemberLease\` ([ownership.md](ownership.md#member-leases)) the claims of a process hold by one lease that the process renews: measured ${b.renewalPutsPerMinutePerProcess1} renewal PUTs a minute for a process with 1 partition and ${b.renewalPutsPerMinutePerProcess100} with 100 (${b.renewalPutsPerMinutePerProcess100PerClaim} with a lease per claim), that is ${fmtUsd(b.renewalPutsPerMinutePerProcess100 * MINUTES_PER_MONTH / 1000 * PRICES.putClassPer1000)} a month per process whatever its partitions.`,
+  ]),
+  ...(b.standbyListsPerMinutePerMember500 === undefined || b.standbyListsPerMinutePerMember1 === undefined ? [] : [
+    '',
+    `Standby and warm-up copies of a \`StatefulConsumer\` member ([consumer-group.md](consumer-group.md)) list the store to find new snapshots, a LIST per sync, and the member's syncs take turns (\`standby.syncsPerInterval\`): measured ${b.standbyListsPerMinutePerMember1} LISTs a minute for a member with 1 copy and ${b.standbyListsPerMinutePerMember500} with 500, that is at most ${fmtUsd(b.standbyListsPerMinutePerMember500 * MINUTES_PER_MONTH / 1000 * PRICES.putClassPer1000)} a month per member whatever its copies, plus the downloads of what the snapshots added.`,
   ]),
   '',
   `Storage for ${STATE_GB} GB of state per partition, retain ${RETAIN}: at least the state itself; at most about ${MAX_AMPLIFICATION * 2} times it (each kept chain references at most \`maxAmplification\` = ${MAX_AMPLIFICATION} times the state before a compact point, and right after one the older chain is kept too until retention drops it). A bound, not a measurement:`,
