@@ -439,10 +439,13 @@ export function partitionSecondsLost(events: readonly GroupEvent[], partitions: 
 /**
  * Tidemark's part of a partition's gap at a member: from the assignment
  * that gave it the partition (or kept it there) to its next commit there.
+ * Throws when there is none yet: the bench read its events too early
+ * (committedAtOwners waits for that commit).
  */
-export function gapAfterAssignment(events: readonly GroupEvent[], member: string, partition: number, assignedAt: number): number | undefined {
+export function gapAfterAssignment(events: readonly GroupEvent[], member: string, partition: number, assignedAt: number): number {
   const commit = events.find((e) => e.t === 'commit' && e.member === member && e.partition === partition && e.at >= assignedAt)
-  return commit === undefined ? undefined : commit.at - assignedAt
+  if (commit === undefined) throw new Error(`partition ${partition}: no commit at ${member} after its assignment`)
+  return commit.at - assignedAt
 }
 
 /** How long the benches watch the partitions before the event they measure: steadyGapMsMax's window. */

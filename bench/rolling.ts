@@ -69,12 +69,14 @@ interface Outcome {
  */
 export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number, sentAt?: ReadonlyMap<number, ReadonlyMap<bigint, number>>): number {
   let lost = 0
+  // GROUP_TRACE=1: each part of the sum, to tell the restarted member's starts from the partitions that ran on.
+  const trace = process.env.GROUP_TRACE === '1' && sentAt !== undefined
   for (const [i, a] of events.entries()) {
     if (a.t !== 'assignment' || a.at < from) continue
     const nextRound = events.slice(i + 1).find((e) => e.t === 'assignment' && e.member === a.member)?.at ?? Infinity
     for (const p of a.partitions) {
       if (keptRunning(events, i, p)) {
-        if (process.env.GROUP_TRACE === '1' && sentAt !== undefined) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: kept running, not counted\n`)
+        if (trace) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: kept running, not counted\n`)
         continue
       }
       const commit = events.slice(i + 1).find((e) => e.t === 'commit' && e.member === a.member && e.partition === p)?.at ?? Infinity
@@ -88,8 +90,7 @@ export function tidemarkSecondsLost(events: readonly GroupEvent[], from: number,
         if (sent !== undefined) waitFrom = Math.max(waitFrom, sent)
       }
       lost += Math.max(0, until - waitFrom)
-      // GROUP_TRACE=1: each part of the sum, to tell the restarted member's starts from the kept partitions' resumptions.
-      if (process.env.GROUP_TRACE === '1' && sentAt !== undefined) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: ${Math.round(until - waitFrom)} ms${until === nextRound ? ' (to the next round)' : ''}\n`)
+      if (trace) process.stderr.write(`[lost] ${a.member} p${p} assigned +${Math.round(a.at - from)} ms: ${Math.round(until - waitFrom)} ms${until === nextRound ? ' (to the next round)' : ''}\n`)
     }
   }
   return lost / 1000

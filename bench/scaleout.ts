@@ -91,7 +91,7 @@ async function scaleOut(partitions: number, sizeMb: number, maxWarmups: number):
       claimWaitMsMax = Math.max(claimWaitMsMax, start.claimWaitMs)
       restoreMsMax = Math.max(restoreMsMax, start.restoreMs)
       const assignedAt = Math.max(...since.filter((e) => e.t === 'assignment' && e.member === start.member && e.at <= start.at && e.partitions.includes(p)).map((e) => e.at))
-      gaps.push(gapAfterAssignment(bench.events, start.member, p, assignedAt)!)
+      gaps.push(gapAfterAssignment(bench.events, start.member, p, assignedAt))
       const firstNew = bench.events.find((e) => e.t === 'commit' && e.member === start.member && e.partition === p && e.at >= start.at)!
       const lastOld = bench.events.filter((e) => e.t === 'commit' && e.partition === p && e.member === before.get(p) && e.at <= firstNew.at).at(-1)
       groupGaps.push(firstNew.at - (lastOld?.at ?? joinAt))

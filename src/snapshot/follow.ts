@@ -3,15 +3,15 @@ import { resolve } from 'node:path'
 import { isTidemarkError, TidemarkError } from '../errors.js'
 import type { SnapshotStore } from '../snapshot-store/snapshot-store.js'
 import { callListener } from '../logging/listener.js'
-import { checkLogger, errorFields, type Logger } from '../logging/logger.js'
+import { checkLogger, type Logger } from '../logging/logger.js'
 import { corrupt, type CorruptReason } from './archive.js'
 import { listManifests, readManifest, type ManifestRef } from './catalog.js'
 import { FollowerCopy } from './follow-copy.js'
 import { ByteRate, meteredStore, systemClock, type FollowerClock } from './follow-rate.js'
 import { SnapshotLayout } from './layout.js'
 import type { SnapshotManifest } from './manifest.js'
-import { checkInt, checkKnown, describeValue } from '../util/index.js'
-import { SnapshotPacer } from './pacer.js'
+import { checkInt, checkKnown } from '../util/index.js'
+import { checkPacer, type SnapshotPacer } from './pacer.js'
 import { checkFunction, checkObject, checkSnapshotStore } from './options.js'
 import { prefetchSnapshot } from './prefetch.js'
 import type { ReusableFile, SnapshotSummary } from './restore/index.js'
@@ -206,22 +206,15 @@ export class SnapshotFollower {
     const o = checkObject(options, 'start options')
     checkKnown(o, ['intervalMs', 'pacer', 'debt'], 'follower start')
     const intervalMs = checkInt(o.intervalMs ?? FOLLOWER_DEFAULTS.intervalMs, 'intervalMs', 1)
-    if (o.pacer !== undefined && !(o.pacer instanceof SnapshotPacer)) throw new TypeError(`pacer must be a SnapshotPacer, got ${describeValue(o.pacer)}`)
+    const pacer = checkPacer(o.pacer)
     const given = checkFunction<() => number>(o.debt, 'debt')
-    // Called from a timer: a debt() that throws or is not a number must not take the process down, nor go unseen.
+    // Called from a timer: a throw is logged (callListener) and counts as 0, as does a value that is not a number.
     const debt = given === undefined ? () => this.#bytesBehind : () => {
-      try {
-        const d = given()
-        if (typeof d === 'number' && !Number.isNaN(d)) return d
-        this.#logger.warn({ job: this.layout.job, partition: this.layout.partition, debt: describeValue(d) }, 'the follower\'s debt() did not return a number: taken as 0')
-      } catch (error) {
-        this.#logger.warn({ job: this.layout.job, partition: this.layout.partition, ...errorFields(error) }, 'the follower\'s debt() threw: taken as 0')
-      }
-      return 0
+      const d = callListener(given, 0, this.#logger, { job: this.layout.job, partition: this.layout.partition, callback: 'debt' })
+      return typeof d === 'number' && !Number.isNaN(d) ? d : 0
     }
     if (this.#disposed) throw new TypeError(`the follower of ${this.layout.prefix} was disposed`)
     if (this.#polling !== undefined) return
-    const pacer = o.pacer
     const polling = { intervalMs, timer: undefined as unknown, pacer }
     this.#polling = polling
     const tick = (): void => {

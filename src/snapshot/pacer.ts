@@ -1,4 +1,4 @@
-import { checkInt, checkKnown } from '../util/index.js'
+import { checkInt, checkKnown, describeValue } from '../util/index.js'
 import { checkObject } from './options.js'
 
 export interface SnapshotPacerOptions {
@@ -105,6 +105,12 @@ export class SnapshotPacer {
   get waiting(): number {
     return this.#waiting.size
   }
+}
+
+/** An optional `pacer` option (a scheduler's, a follower's start()): a SnapshotPacer or undefined. */
+export function checkPacer(value: unknown): SnapshotPacer | undefined {
+  if (value !== undefined && !(value instanceof SnapshotPacer)) throw new TypeError(`pacer must be a SnapshotPacer, got ${describeValue(value)}`)
+  return value
 }
 
 /** A waiting scheduler that has not asked for this long is no longer in the line (SnapshotScheduler asks every second at most). */

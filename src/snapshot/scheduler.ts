@@ -3,7 +3,7 @@ import { callListener } from '../logging/listener.js'
 import type { Position } from '../store/position.js'
 import { checkInt, checkKnown, describeValue } from '../util/index.js'
 import { checkFunction, checkObject, checkSchedulerClock, SCHEDULER_DEFAULTS, type SchedulerClock } from './options.js'
-import { SnapshotPacer } from './pacer.js'
+import { checkPacer, type SnapshotPacer } from './pacer.js'
 import type { Snapshotter } from './snapshotter.js'
 import type { SnapshotResult, TakeSnapshotOptions } from './snapshotter-types.js'
 
@@ -96,8 +96,7 @@ export class SnapshotScheduler {
     const phase: unknown = o.phase === undefined ? 0 : o.phase
     if (typeof phase !== 'number' || !(phase >= 0 && phase < 1)) throw new RangeError(`phase must be a number from 0 up to but not including 1, got ${describeValue(phase)}`)
     this.phase = phase
-    if (o.pacer !== undefined && !(o.pacer instanceof SnapshotPacer)) throw new TypeError(`pacer must be a SnapshotPacer, got ${describeValue(o.pacer)}`)
-    this.pacer = o.pacer
+    this.pacer = checkPacer(o.pacer)
     this.#lastStart = this.#clock.now() - phase * this.options.intervalMs
   }
 

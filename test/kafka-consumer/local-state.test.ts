@@ -13,7 +13,8 @@ const WAIT_MS = 3000
 const P = { topic: 'src', partition: 1 }
 const Q = { topic: 'src', partition: 2 }
 
-async function localState(): Promise<LocalState> {
+/** A member's LocalState in a fresh stateDir; `options` and `clock` for the standby tests. */
+async function localState(options: { snapshots?: { store: SnapshotStore }; standby?: Partial<{ intervalMs: number; syncsPerInterval: number }> } = {}, clock?: ManualClock): Promise<LocalState> {
   const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-local-state-'))
   onTestFinished(() => rm(stateDir, { recursive: true, force: true }))
   return new LocalState({
@@ -21,11 +22,11 @@ async function localState(): Promise<LocalState> {
     stateDir,
     topics: ['src'],
     logger: noopLogger,
-    snapshots: undefined,
-    standby: { intervalMs: 500, maxBytesPerSecond: 0, maxDiskBytes: 0, syncsPerInterval: 16 },
+    snapshots: options.snapshots,
+    standby: { intervalMs: 500, maxBytesPerSecond: 0, maxDiskBytes: 0, syncsPerInterval: 16, ...options.standby },
     handoff: { snapshot: true, timeoutMs: 10_000, waitMs: WAIT_MS, minEvents: 0 },
     warmup: undefined,
-  }, new TransferPriority(), () => undefined)
+  }, new TransferPriority(), () => undefined, () => undefined, clock)
 }
 
 function info(generation: number, orphaned: Array<typeof P> = []): AssignmentInfo {
@@ -71,9 +72,9 @@ describe('LocalState: standby copies and their listings', () => {
 
   /** A member keeping `copies` standby copies on a manual clock; counts the snapshot store's listings. */
   async function member(copies: number): Promise<{ local: LocalState; clock: ManualClock; listings: () => number; settled: () => Promise<void> }> {
-    const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-local-state-'))
-    onTestFinished(() => rm(stateDir, { recursive: true, force: true }))
-    const store: SnapshotStore = new FsSnapshotStore({ root: join(stateDir, 'dfs') })
+    const dfs = await mkdtemp(join(tmpdir(), 'tidemark-local-state-dfs-'))
+    onTestFinished(() => rm(dfs, { recursive: true, force: true }))
+    const store: SnapshotStore = new FsSnapshotStore({ root: dfs })
     let listed = 0
     let open = 0
     const list = store.list.bind(store)
@@ -90,12 +91,7 @@ describe('LocalState: standby copies and their listings', () => {
       })()
     }
     const clock = new ManualClock()
-    const local = new LocalState({
-      job: 'job', stateDir, topics: ['src'], logger: noopLogger, snapshots: { store },
-      standby: { intervalMs: INTERVAL_MS, maxBytesPerSecond: 0, maxDiskBytes: 0, syncsPerInterval: SLOTS },
-      handoff: { snapshot: true, timeoutMs: 10_000, waitMs: WAIT_MS, minEvents: 0 },
-      warmup: undefined,
-    }, new TransferPriority(), () => undefined, () => undefined, clock)
+    const local = await localState({ snapshots: { store }, standby: { intervalMs: INTERVAL_MS, syncsPerInterval: SLOTS } }, clock)
     const standbys = Array.from({ length: copies }, (_, i) => ({ topic: 'src', partition: i }))
     local.assigned({ generation: 1, standbys, warmups: [], orphaned: [], memberId: 'm' }, [], () => false)
     onTestFinished(() => local.assigned({ generation: 2, standbys: [], warmups: [], orphaned: [], memberId: 'm' }, [], () => false))

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
 import { S3SnapshotStore } from '../../connectors/s3/index.js'
 import type { PartitionStore} from '../../src/index.js';
 import {
-  FsSnapshotStore, restoreSnapshot, SnapshotFollower, Snapshotter, TidemarkError,
+  FsSnapshotStore, restoreSnapshot, SnapshotFollower, SnapshotPacer, Snapshotter, TidemarkError,
   type FollowerClock, type SnapshotFollowerEvent, type SnapshotResult, type SnapshotStore, type SnapshotterOptions,
 } from '../../src/index.js'
 import { sha256File } from '../../src/util/index.js'
@@ -297,6 +297,18 @@ describe('SnapshotFollower', () => {
     expect(() => f.start({ pacer: { slots: 4 } } as never)).toThrow(/pacer must be a SnapshotPacer/)
     expect(() => f.start({ debt: 5 } as never)).toThrow(/debt/)
     expect(f.status().syncing).toBe(false)
+  })
+
+  it('a debt() that throws is logged and counts as 0: the follower still takes its turn', { timeout: 60_000 }, async () => {
+    const s = await source(tempDir('tidemark-follow-'))
+    const s1 = await s.next()
+    const errors: string[] = []
+    const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (_f: object, message: string) => { errors.push(message) } }
+    const { follower: f, events } = follower(s, { clock: new ManualClock(), logger })
+    f.start({ intervalMs: 1000, pacer: new SnapshotPacer({ slots: 1 }), debt: () => { throw new Error('debt bug') } })
+    await until(() => events.some((e) => e.type === 'synced' && e.snapshot.id === s1.id))
+    expect(errors).toEqual(['a listener threw; what called it goes on'])
+    await f.stop()
   })
 
   it('paces its downloads to maxBytesPerSecond', { timeout: 60_000 }, async () => {
