@@ -21,9 +21,11 @@ const ADOPT_FSYNC_CONCURRENCY = 2
  * A file's path names its content, so a file is never overwritten: a newer
  * CURRENT or MANIFEST of the same name is another path, and a restore that
  * linked the older one keeps what it verified. follower.json is replaced
- * whole (rename). Nothing is fsynced for durability: opening a copy hashes
- * every file it lists and drops the ones that do not verify. Adopted files
- * are fsynced all the same, for speed: see adopt().
+ * whole (rename). The copy itself needs no fsync: opening a copy hashes
+ * every file it lists and drops the ones that do not verify. Its files are
+ * fsynced all the same, once each (adopt(), open()), so that a restore
+ * links them without syncing them on its critical path: reusable() says
+ * they are `synced`.
  */
 export class FollowerCopy {
   readonly dir: string
@@ -75,14 +77,17 @@ export class FollowerCopy {
   }
 
   reusable(): ReusableFile[] {
-    return this.#files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256, path: this.pathOf(f) }))
+    return this.#files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256, path: this.pathOf(f), synced: true }))
   }
 
   /**
    * Reads what an earlier follower left in the directory and hashes every
    * file it lists: those that do not verify (a crash mid-write, a damaged
    * disk) are dropped, and the copy then matches no snapshot. Anything else
-   * under files/ and incoming/ is removed. Returns the names dropped.
+   * under files/ and incoming/ is removed. Returns the names dropped. The
+   * files kept are fsynced: the follower that wrote them may have died
+   * between their write and adopt()'s sync, and their bytes be in the page
+   * cache only.
    */
   async open(): Promise<string[]> {
     await mkdir(this.filesDir, { recursive: true })
@@ -93,6 +98,7 @@ export class FollowerCopy {
     for (const f of state?.files ?? []) {
       const path = this.pathOf(f)
       const ok = await stat(path).then(async (info) => info.isFile() && info.size === f.size && await sha256File(path) === f.sha256, () => false)
+      if (ok) await fsyncAndClose(await fdOpen(path, 'r'))
       if (ok) kept.push(f)
       else dropped.push(f.name)
     }
@@ -109,19 +115,18 @@ export class FollowerCopy {
   /**
    * Moves verified files a prefetch wrote into incoming/ into the copy's
    * pool (not yet the copy's), and writes them back to disk. A restore from
-   * the copy links these files and fsyncs them before it installs the store;
-   * a file still dirty in the page cache (a warm-up downloaded seconds
-   * before its move) would be written then, on the new owner's critical path:
-   * 512 MiB took about 0.5 s on this machine's disk. Synced here, during the
-   * follow, the restore's fsync finds clean pages.
+   * the copy links these files without syncing them (reusable() says they
+   * are synced); a file still dirty in the page cache (a warm-up downloaded
+   * seconds before its move) would otherwise be written on the new owner's
+   * critical path: 512 MiB took about 0.5 s on this machine's disk. A file
+   * joins the pool once it is synced, so a failed sync leaves none that
+   * would say so untruly.
    */
   async adopt(files: readonly ReusableFile[]): Promise<void> {
-    for (const f of files) {
-      const file = { name: f.name, size: f.size, sha256: f.sha256 }
-      await rename(f.path, this.pathOf(file))
-      this.#pool.set(poolName(file), file)
-    }
-    await mapLimit(files, ADOPT_FSYNC_CONCURRENCY, async (f) => fsyncAndClose(await fdOpen(this.pathOf(f), 'r')))
+    const moved = files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }))
+    for (const [i, file] of moved.entries()) await rename(files[i]!.path, this.pathOf(file))
+    await mapLimit(moved, ADOPT_FSYNC_CONCURRENCY, async (f) => fsyncAndClose(await fdOpen(this.pathOf(f), 'r')))
+    for (const file of moved) this.#pool.set(poolName(file), file)
   }
 
   /** The copy now matches `manifest`, whose files must all be in the pool; the pool's other files are removed. */

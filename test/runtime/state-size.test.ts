@@ -178,6 +178,14 @@ describe('a partition\'s state size', () => {
     expect(e.limit).toBe(1024)
     expect(e.bytes).toBeGreaterThan(8 * 1024)
     await q.close()
+
+    // A partition restored from a snapshot measures its state by the snapshot's files, like a snapshot does.
+    const before = messages.length
+    const r = make(join(dir, 'b'), 1024)
+    const started = await r.start()
+    expect(started).toMatchObject({ source: 'snapshot', snapshot: again!.id })
+    expect(messages.slice(before)).toEqual([expect.objectContaining({ bytes: again!.bytesTotal, limit: 1024 })])
+    await r.close()
   })
 
   it('the soft limit is a positive safe integer of bytes: anything else is refused with the option and the value named', () => {

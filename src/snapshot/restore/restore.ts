@@ -237,7 +237,11 @@ function checkStates(value: unknown): Map<string, StateDefinition> | undefined {
 
 function checkReuse(value: unknown): Map<string, ReusableFile> {
   if (value === undefined) return new Map()
-  return new Map(checkFileList<ReusableFile>(value, 'reuse', true, "prefetchSnapshot's stop()").map((f) => [f.name, f]))
+  const files = checkFileList<ReusableFile>(value, 'reuse', true, "prefetchSnapshot's stop()")
+  for (const f of files) {
+    if (f.synced !== undefined && typeof f.synced !== 'boolean') throw new TypeError(`reuse: ${JSON.stringify(f.name)} has synced ${JSON.stringify(f.synced)}, which must be true, false or left out`)
+  }
+  return new Map(files.map((f) => [f.name, f]))
 }
 
 function logRestoreEvent(logger: Logger, labels: { job: string; partition: string }, event: RestoreEvent): void {

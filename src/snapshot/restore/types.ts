@@ -52,7 +52,8 @@ export interface RestoreOptions {
    * (prefetchSnapshot, src/snapshot/prefetch.ts; a SnapshotFollower's
    * reusableFiles(), src/snapshot/follow.ts): a file of the restored
    * snapshot with the same name, size and SHA-256 is hard-linked from there
-   * instead of downloaded, and fsynced with the downloaded ones.
+   * instead of downloaded, and fsynced with the downloaded ones (unless
+   * it says it is `synced`).
    */
   reuse?: readonly ReusableFile[]
   /**
@@ -70,6 +71,15 @@ export type VerifiedFile = CheckedFile
 /** A verified local copy of a snapshot file (see RestoreOptions.reuse). */
 export interface ReusableFile extends CheckedFile {
   path: string
+  /**
+   * True when the file's bytes are on disk already (fsynced by whoever
+   * wrote them): the restore links it without syncing it again, and the
+   * fsync of the restored directory makes the link durable. A SnapshotFollower's
+   * files say so; a prefetch's do not. Leave it out unless it is certain:
+   * a file still in the page cache alone would be lost to a power cut
+   * after the store that links it was installed.
+   */
+  synced?: boolean
 }
 
 export interface RestoreProgress {
