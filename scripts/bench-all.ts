@@ -1,6 +1,9 @@
 // `npm run bench:all`: every bench of docs/benchmarks.md once, in sequence, each
 // with the arguments that produced its figure file (BENCHES in
-// scripts/readme-bench.ts), then the table regenerated from the new files.
+// scripts/readme-bench.ts), then every block the docs generate from figure
+// files: the table (readme-bench.ts), the rebalance costs of
+// docs/consumer-group.md (readme-rebalance.ts) and the request costs of
+// docs/cost.md (readme-cost.ts).
 // A bench that fails stops the run (its file keeps the last good figures,
 // which the table then marks stale if the code moved) and exits non-zero.
 //
@@ -35,5 +38,7 @@ for (const [i, bench] of chosen.entries()) {
   }
   console.error(`bench:all: ${bench.name} done in ${Math.round((Date.now() - began) / 1000)} s`)
 }
-const table = spawnSync(process.execPath, [tsx, join(ROOT, 'scripts', 'readme-bench.ts')], { cwd: ROOT, stdio: 'inherit' })
-process.exit(table.status ?? 1)
+for (const script of ['readme-bench.ts', 'readme-rebalance.ts', 'readme-cost.ts']) {
+  const written = spawnSync(process.execPath, [tsx, join(ROOT, 'scripts', script)], { cwd: ROOT, stdio: 'inherit' })
+  if (written.status !== 0) process.exit(written.status ?? 1)
+}

@@ -264,12 +264,7 @@ export class PartitionLifecycle {
       o.events.phase?.(opened === undefined ? 'opened' : 'opened early')
       reportUndeclaredStates(this.#store, o.logger, { job: o.job, topic: o.topic, partition: o.partition }, o.events.undeclaredStates)
       this.#size = new StateSizeWatch(o)
-      // A restored snapshot's files are its measure (as a snapshot's are):
-      // a stat of every table file of a large store is not worth its time
-      // on the start's path.
-      const restoredBytes = restored?.source === 'snapshot' ? restored.verifiedFiles?.reduce((sum, f) => sum + f.size, 0) : undefined
-      if (restoredBytes === undefined) await this.#size.measure()
-      else this.#size.measured(restoredBytes)
+      await this.#size.started(restored?.source === 'snapshot' ? restored.verifiedFiles?.reduce((sum, f) => sum + f.size, 0) : undefined)
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)

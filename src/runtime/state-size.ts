@@ -97,6 +97,17 @@ export class StateSizeWatch {
     this.#clock = s?.clock ?? (() => performance.now())
   }
 
+  /**
+   * The measure at the partition's start: the files of the snapshot it was
+   * restored from, when it was (as a snapshot's files are its measure),
+   * rather than a stat of each of a large store's files on the start's path.
+   */
+  started(restoredBytes: number | undefined): Promise<void> {
+    if (restoredBytes === undefined) return this.measure()
+    this.measured(restoredBytes)
+    return Promise.resolve()
+  }
+
   /** After a commit: a measure when the last one is everyMs old (its promise), else nothing. */
   committed(): Promise<void> | undefined {
     if (this.#measuring !== undefined || this.#clock() < this.#next) return undefined
