@@ -230,7 +230,7 @@ export const ROWS: readonly Row[] = [
   {
     name: 'many',
     run: ['many'],
-    what: '1,024 `PartitionProcessor`s in one process on the default store budget, file logs, snapshots to a file-system store on the default schedule: 4 MiB of state each, then windows of the same total event rate over all of them and over 16, interleaved',
+    what: '1,024 `PartitionProcessor`s in one process on the default store budget, file logs, snapshots to a file-system store on the default schedule: 4 MiB of state each, then windows of the same total event rate over all of them and over 16, interleaved. Not yet a measure of requests: the windows, right after the fill, end before most partitions\' first interval snapshot (every 5 minutes by default), so `snapshotRequestsRatio` swings from run to run with where they fall, and a figure under its bound does not mean the target holds (issue 38)',
     measures: [...SNAPSHOTS, 'src/runtime', 'src/log', 'src/ownership'],
     figures: (f) => clauses([
       phrase(f, ['partitions', 'mbPerPartition', 'rate'], (n, m, r) => `${int(n)} partitions of ${m} MiB at ${int(r)} events/s in all`),
