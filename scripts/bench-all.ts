@@ -1,9 +1,8 @@
 // `npm run bench:all`: every bench of docs/benchmarks.md once, in sequence, each
 // with the arguments that produced its figure file (BENCHES in
 // scripts/readme-bench.ts), then every block the docs generate from figure
-// files: the table (readme-bench.ts), the rebalance costs of
-// docs/consumer-group.md (readme-rebalance.ts) and the request costs of
-// docs/cost.md (readme-cost.ts).
+// files: `npm run readme:bench` (the table, and the rebalance costs of
+// docs/consumer-group.md) and `npm run readme:cost` (docs/cost.md).
 // A bench that fails stops the run (its file keeps the last good figures,
 // which the table then marks stale if the code moved) and exits non-zero.
 //
@@ -38,7 +37,8 @@ for (const [i, bench] of chosen.entries()) {
   }
   console.error(`bench:all: ${bench.name} done in ${Math.round((Date.now() - began) / 1000)} s`)
 }
-for (const script of ['readme-bench.ts', 'readme-rebalance.ts', 'readme-cost.ts']) {
-  const written = spawnSync(process.execPath, [tsx, join(ROOT, 'scripts', script)], { cwd: ROOT, stdio: 'inherit' })
+// The generators as package.json lists them, not a second list here.
+for (const script of ['readme:bench', 'readme:cost']) {
+  const written = spawnSync('npm', ['run', '--silent', script], { cwd: ROOT, stdio: 'inherit' })
   if (written.status !== 0) process.exit(written.status ?? 1)
 }

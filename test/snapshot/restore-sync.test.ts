@@ -3,17 +3,16 @@
 // a SnapshotFollower's copy, whose files were synced when the follower took
 // them (and again when a follower reopens a copy an earlier one left).
 // fsyncAndClose is wrapped to record the path of each descriptor it syncs.
-import { randomBytes } from 'node:crypto'
 import { readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { FsSnapshotStore, restoreSnapshot, SnapshotFollower, Snapshotter, type ReusableFile } from '../../src/index.js'
+import { FsSnapshotStore, restoreSnapshot, SnapshotFollower, type ReusableFile } from '../../src/index.js'
 import { prefetchSnapshot } from '../../src/snapshot/prefetch.js'
 import { SnapshotLayout } from '../../src/snapshot/layout.js'
 import { listManifests, readManifest } from '../../src/snapshot/catalog.js'
 import type * as Util from '../../src/util/index.js'
 import { tempDir } from '../helpers/tmp.js'
-import { keyOf, kv, levelDigest, openKvStore, range, storeDigest, TOPIC, waitForCompactions } from './helpers.js'
+import { fixture, levelDigest, storeDigest, waitForCompactions } from './helpers.js'
 
 const synced = vi.hoisted(() => [] as string[])
 vi.mock('../../src/util/index.js', async (importOriginal) => {
@@ -33,29 +32,19 @@ afterEach(async () => {
   synced.length = 0
 })
 
-/** A store of a few MiB of incompressible values (several table files) and its first snapshot; `more()` changes a few keys and snapshots again (a few new files). */
+/** The shared fixture's store and its first snapshot; `more()` changes a few keys and snapshots again (a few new files beside the first's). */
 async function source(dir: string) {
-  const store = await openKvStore(join(dir, 'store'))
-  open.push(store)
-  const dfs = new FsSnapshotStore({ root: join(dir, 'dfs') })
-  const snapshotter = new Snapshotter({ snapshotStore: dfs, partitionStore: store, job: 'job', partition: 0, gcAfterSnapshot: false })
-  open.push(snapshotter)
-  let offset = 0n
-  const write = async (keys: Iterable<number>): Promise<void> => {
-    const tx = store.transaction()
-    for (const i of keys) tx.value(kv).put(keyOf(i), randomBytes(1000))
-    await tx.commit({ topic: TOPIC, partition: 0, offset: offset++ })
-  }
-  for (let from = 0; from < 6000; from += 1000) await write(range(from, from + 1000))
-  await storeDigest(store)
-  await waitForCompactions(store.path, 300)
-  const older = await snapshotter.takeSnapshot()
+  const f = await fixture(dir, 6000, { gcAfterSnapshot: false })
+  open.push(f)
+  await storeDigest(f.store)
+  await waitForCompactions(f.store.path, 300)
+  const older = await f.snapshotter.takeSnapshot()
   return {
-    dfs,
+    dfs: f.dfs,
     older,
     async more() {
-      await write(range(0, 300))
-      return { newer: await snapshotter.takeSnapshot(), digest: await storeDigest(store) }
+      await f.write(0, 300, 2)
+      return { newer: await f.snapshotter.takeSnapshot(), digest: await storeDigest(f.store) }
     },
   }
 }
