@@ -4,7 +4,7 @@
  * log, one log and one store each, snapshots to a file-system store on the
  * default schedule, their claims held by one member lease.
  *
- *   npm run bench -- many [--partitions 1024] [--mb 4] [--value-bytes 1000] [--rate 20000] [--seconds 20] [--rounds 3]
+ *   npm run bench -- many [--partitions 1024] [--mb 4] [--value-bytes 1000] [--rate 20000] [--seconds 20] [--rounds 3] [--interval-ms 5000]
  *
  * Each partition is first filled with --mb MiB of state (events of
  * --value-bytes, one key each) and its processor catches up. Then --rounds
@@ -19,21 +19,30 @@
  * snapshotRequestsRatio: the snapshot store's requests (every kind, as
  * bench/_counting-store.ts counts them; `requestShapes` names the most
  * frequent, by kind and key with numbers as #) per minute in the `many` windows
- * over those in the `few` windows, each side's windows summed (a window
- * holds a few snapshots at most, so a per-pair ratio would mostly divide
- * by 0). The processors run the default schedule. Every processor is open
- * in both windows, so both count the claims' checks and the lease of all
- * of them: this compares one process's requests as its writes spread,
- * not against a process that holds only 16 partitions (which issue 38's
- * target names; a run of its own is still to be added).
+ * over those in the `few` windows, each side's windows summed.
+ * The processors run the default schedule scaled down in time: its
+ * `intervalMs` is --interval-ms (5 s) instead of 5 minutes, so that each
+ * window holds several intervals and the figure is the steady state's
+ * rather than wherever the first interval snapshots after the fill happen
+ * to fall (they came after the windows, or in one side's only). The
+ * process's pacer gives time-based snapshots `slots` turns per `intervalMs`
+ * whatever the interval, so the ratio is the one of the 5-minute schedule;
+ * `everyBytes` (256 MiB) is not reached in a window on either side. Every
+ * processor is open in both windows, so both count the claims' checks and
+ * the lease of all of them: this compares one process's requests as its
+ * writes spread, not against a process that holds only 16 partitions.
+ * `snapshotsTaken` counts each side's snapshots.
  *
- * peakRssMB is the process's peak RSS (getrusage); openFdsMax the most
- * open file descriptors, sampled every 100 ms (storeFdsMax: those on the
- * partition stores' files; the logs hold their own). The budget's share and
- * how many stores had their LevelDB open are reported at the end.
+ * peakRssMB is the process's peak RSS (getrusage); `peakRssMBByPhase` the
+ * highest RSS sampled every 100 ms in each phase (the fill's appends, the
+ * processors' start and catch-up of their backlogs, the windows).
+ * openFdsMax is the most open file descriptors, sampled every 100 ms
+ * (storeFdsMax: those on the partition stores' files; logFdsMax: on the
+ * logs' segments). The budget's share and how many stores had their LevelDB
+ * open are reported at the end.
  */
 import { setMaxListeners } from 'node:events'
-import { readdirSync, readlinkSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { defaultStoreBudget, FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type FileLog } from '../src/index.js'
 import { MemberLease } from '../src/ownership/index.js'
@@ -58,7 +67,7 @@ interface Partition {
 }
 
 export async function run(args: string[]): Promise<void> {
-  const opts = intFlags(args, { partitions: 1024, mb: 4, 'value-bytes': 1000, rate: 20_000, seconds: 20, rounds: 3 })
+  const opts = intFlags(args, { partitions: 1024, mb: 4, 'value-bytes': 1000, rate: 20_000, seconds: 20, rounds: 3, 'interval-ms': 5000 })
   const loadAvgAtStart = loadAvg()
   const dir = benchDir('many')
   const random = rng(38)
@@ -67,13 +76,14 @@ export async function run(args: string[]): Promise<void> {
   const snapshots = new CountingStore(new FsSnapshotStore({ root: join(dir.path, 'snapshots') }))
   const requestsOf = (c: RequestCounts): number => putClass(c) + getClass(c)
   const lease = await MemberLease.start({ store: snapshots, job: 'many' })
-  const fds = sampleFds(join(dir.path, 'stores'))
+  const fds = sample(join(dir.path, 'stores'), join(dir.path, 'logs'))
   const parts: Partition[] = []
   const abort = new AbortController()
   // Every processor's run() listens to it.
   setMaxListeners(0, abort.signal)
   const running: Array<Promise<void>> = []
   let committed = 0
+  let snapshotsTaken = 0
   try {
     const keys = Math.max(1, Math.floor(opts.mb * MiB / opts['value-bytes']))
     const t0 = performance.now()
@@ -82,28 +92,33 @@ export async function run(args: string[]): Promise<void> {
       const processor = new PartitionProcessor<Row>({
         job: 'many', topic: 'many', partition: p, log, path: join(dir.path, 'stores', String(p)), states: [rows],
         handler: (tx, row) => { tx.value(rows).put(`k${row.k}`, values[row.v]!) },
-        snapshots: { store: snapshots, graceMs: 0 },
+        snapshots: { store: snapshots, graceMs: 0, schedule: { intervalMs: opts['interval-ms'] } },
         ownership: { memberLease: lease },
       })
       processor.on('commit', ({ events }) => { committed += events })
+      processor.on('snapshot', () => { snapshotsTaken++ })
       processor.on('snapshot-failed', (error) => process.stderr.write(`many: snapshot of ${p} failed: ${error.message}\n`))
       parts.push({ log, processor, keys })
     }
     // Filled through the log and the processors, as a partition's state grows.
+    fds.phase('fill')
     await mapLimit(parts, 8, async (part) => {
       for (let k = 0; k < part.keys; k += FILL_BATCH) {
         await part.log.appendAll(Array.from({ length: Math.min(FILL_BATCH, part.keys - k) }, (_, i) => encode({ k: k + i, v: (k + i) & 255 })))
       }
     })
+    fds.phase('catchUp')
     await mapLimit(parts, 8, (part) => part.processor.start())
     for (const part of parts) running.push(part.processor.run(abort.signal))
     await mapLimit(parts, 8, async (part) => {
       while ((part.processor.offset ?? -1n) < BigInt(part.keys - 1)) await new Promise((resolve) => setTimeout(resolve, 100))
     })
     const fillSeconds = (performance.now() - t0) / 1000
+    fds.phase('windows')
 
-    const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number }> => {
+    const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number; snapshots: number }> => {
       const before = committed
+      const snapshotsBefore = snapshotsTaken
       const requestsBefore = requestsOf(snapshots.counts)
       const logBefore = snapshots.log.length
       const start = performance.now()
@@ -126,12 +141,13 @@ export async function run(args: string[]): Promise<void> {
         const shape = line.replace(/\d+/g, '#')
         shapes.set(shape, (shapes.get(shape) ?? 0) + 1)
       }
-      return { rate: (committed - before) / ((performance.now() - start) / 1000), written, requests: requestsOf(snapshots.counts) - requestsBefore }
+      return { rate: (committed - before) / ((performance.now() - start) / 1000), written, requests: requestsOf(snapshots.counts) - requestsBefore, snapshots: snapshotsTaken - snapshotsBefore }
     }
     const many: number[] = []
     const few: number[] = []
     const ratios: number[] = []
     const requests = { many: 0, few: 0 }
+    const taken = { many: 0, few: 0 }
     // Which requests they were: kind and key with every number as #.
     const shapes = { many: new Map<string, number>(), few: new Map<string, number>() }
     for (let r = 0; r < opts.rounds; r++) {
@@ -141,6 +157,7 @@ export async function run(args: string[]): Promise<void> {
         const w = await window(side === 'many' ? parts : parts.slice(0, FEW), shapes[side])
         rates[side] = w.rate
         requests[side] += w.requests
+        taken[side] += w.snapshots
       }
       many.push(rates.many!)
       few.push(rates.few!)
@@ -154,6 +171,7 @@ export async function run(args: string[]): Promise<void> {
       valueBytes: opts['value-bytes'],
       rate: opts.rate,
       seconds: opts.seconds,
+      intervalMs: opts['interval-ms'],
       fillSeconds: round(fillSeconds, 1),
       manyCommitRate: many.map((x) => Math.round(x)),
       fewCommitRate: few.map((x) => Math.round(x)),
@@ -162,6 +180,7 @@ export async function run(args: string[]): Promise<void> {
       fewSnapshotRequestsPerMinute: round(requests.few / ((opts.rounds * opts.seconds) / 60), 1),
       // null when the few windows made no request at all.
       snapshotRequestsRatio: requests.few === 0 ? null : round(requests.many / requests.few, 3),
+      snapshotsTaken: taken,
       requestShapes: { many: topShapes(shapes.many), few: topShapes(shapes.few) },
       peakRssMB: peakRssMB(),
       ...fds.stop(),
@@ -195,29 +214,51 @@ function encode(row: Row): Buffer {
   return Buffer.from(JSON.stringify(row))
 }
 
-/** The most open file descriptors of this process, and of those on files under `stores`, sampled every 100 ms. */
-function sampleFds(stores: string): { stop(): { openFdsMax: number; storeFdsMax: number } } {
-  let openFdsMax = 0
-  let storeFdsMax = 0
-  const sample = (): void => {
+interface Sampled {
+  openFdsMax: number
+  storeFdsMax: number
+  logFdsMax: number
+  peakRssMBByPhase: Record<string, number>
+}
+
+/**
+ * Every 100 ms: the open file descriptors of this process (in all, on files
+ * under `stores`, under `logs`) and its RSS, the most of each kept, the RSS
+ * per phase named by phase().
+ */
+function sample(stores: string, logs: string): { phase(name: string): void; stop(): Sampled } {
+  const most = { openFdsMax: 0, storeFdsMax: 0, logFdsMax: 0 }
+  const rss: Record<string, number> = {}
+  let phase = 'open'
+  const look = (): void => {
     const fds = readdirSync('/proc/self/fd')
     let onStores = 0
+    let onLogs = 0
     for (const fd of fds) {
       try {
-        if (readlinkSync(`/proc/self/fd/${fd}`).startsWith(stores)) onStores++
+        const target = readlinkSync(`/proc/self/fd/${fd}`)
+        if (target.startsWith(stores)) onStores++
+        else if (target.startsWith(logs)) onLogs++
       } catch {
         // closed meanwhile
       }
     }
-    openFdsMax = Math.max(openFdsMax, fds.length)
-    storeFdsMax = Math.max(storeFdsMax, onStores)
+    most.openFdsMax = Math.max(most.openFdsMax, fds.length)
+    most.storeFdsMax = Math.max(most.storeFdsMax, onStores)
+    most.logFdsMax = Math.max(most.logFdsMax, onLogs)
+    const kB = Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0)
+    rss[phase] = Math.max(rss[phase] ?? 0, round(kB / 1024, 1))
   }
-  const timer = setInterval(sample, 100)
+  const timer = setInterval(look, 100)
   return {
+    phase(name) {
+      look()
+      phase = name
+    },
     stop() {
-      sample()
+      look()
       clearInterval(timer)
-      return { openFdsMax, storeFdsMax }
+      return { ...most, peakRssMBByPhase: { ...rss } }
     },
   }
 }

@@ -70,6 +70,15 @@ export type ScanStep =
   | { kind: 'corrupt'; pos: number; problem: string }
 
 const CHUNK_BYTES = 64 * 1024
+/**
+ * Steps per batch: a batch's records stay in memory (a step, its payload's
+ * Buffer and its revision each) while its reader works on it, and a process
+ * may have a thousand readers replaying at once. A 64 KiB chunk holds about
+ * 1,600 records of 40 bytes: batches of the whole chunk held about 500 KB of
+ * heap per reader, half a gigabyte at 1,024 partitions (issue 38). The rest
+ * of the chunk waits in its buffer, undecoded.
+ */
+const MAX_BATCH_STEPS = 256
 
 /**
  * Reads the records of one segment from byte `pos`, where the record with
@@ -83,9 +92,10 @@ export async function* scanSegment(file: FileHandle, pos: number, revision: bigi
 }
 
 /**
- * scanSegment in batches: the steps decoded from each chunk read, so that a
- * reader of many small records pays for one generator step per chunk, not
- * per record. Only the last step of the last batch is not a record.
+ * scanSegment in batches: the steps decoded from each chunk read, at most
+ * MAX_BATCH_STEPS at a time, so that a reader of many small records pays for
+ * one generator step per batch, not per record. Only the last step of the
+ * last batch is not a record.
  */
 export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep[]> {
   let buf: Buffer = Buffer.alloc(0)
@@ -99,7 +109,14 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
     for (;;) {
       const batch: ScanStep[] = []
       let step: ScanStep | undefined
-      while ((step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)) !== undefined) {
+      let full = false
+      for (;;) {
+        if (batch.length === MAX_BATCH_STEPS) {
+          full = true
+          break
+        }
+        step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)
+        if (step === undefined) break
         batch.push(step)
         if (step.kind !== 'record') break
         pos = step.end
@@ -108,7 +125,7 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
       let next: Buffer | undefined
       let available = 0
       let want = 0
-      if (step === undefined) {
+      if (!full && step === undefined) {
         const at = pos - bufPos
         available = buf.length - at
         want = Math.max(CHUNK_BYTES, recordBytes(buf, at, maxRecordBytes))
@@ -119,6 +136,8 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
         reading.catch(() => undefined)
       }
       if (batch.length > 0) yield batch
+      // The rest of the chunk is still in the buffer.
+      if (full) continue
       if (next === undefined) return
       const { bytesRead } = await reading!
       reading = undefined

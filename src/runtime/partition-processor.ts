@@ -16,6 +16,7 @@ import { eventIdHeader, PartitionOutputs } from '../outputs/partition-outputs.js
 import { resolveDedupe, resolveOutputs } from '../outputs/options.js'
 import { describeValue } from '../util/describe-value.js'
 import { sleep } from '../util/index.js'
+import { catchUpTurn } from './catch-up-turns.js'
 import { checkClaimStore, PartitionLifecycle } from './partition-lifecycle.js'
 import { checkStateSizeLimit } from './state-size.js'
 import { PROCESSOR_DEFAULTS, type OwnershipSettings, type PartitionProcessorOptions, type ProcessorEvents, type SnapshotSettings, type StartResult } from './processor-options.js'
@@ -183,6 +184,10 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
    * after start() is the replay, committed every replayBatchSize events) and
    * resolves with the number applied. A call made while another catch-up
    * runs (run()'s, say) waits for it and then catches up from where it ended.
+   * A partition more than `batchSize` events behind first waits for one of
+   * the process's 64 catch-up turns, which every PartitionProcessor shares
+   * (docs/partition-store.md, "Catch-ups take turns"); an abort of `signal`
+   * while it waits resolves with 0.
    */
   async catchUp(options: { end?: bigint; signal?: AbortSignal } = {}): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new TypeError(`catchUp(options): options must be an object ({ end?, signal? }), got ${describeValue(options)}`)
@@ -197,18 +202,36 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
   }
 
   async #catchUp(options: { end?: bigint; signal?: AbortSignal }): Promise<number> {
-    // The partition stopped while no catch-up ran (the store failed in the
-    // reopen after a checkpoint, the claim was lost).
+    let sync = await this.#ready()
+    const from = sync.getRevision() + 1n
+    const tail = options.end ?? (await this.#o.log.tail())
+    const total = Number(tail > from ? tail - from : 0n)
+    if (total <= this.options.batchSize) return this.#fetch(sync, tail, total, options)
+    // More than a live batch behind: a backlog, caught up in the process's
+    // turns (catch-up-turns.ts: what a thousand at once would hold).
+    const release = await catchUpTurn(options.signal)
+    if (release === undefined) return 0
+    try {
+      // It may have stopped or been closed while it waited.
+      sync = await this.#ready()
+      return await this.#fetch(sync, tail, total, options)
+    } finally {
+      release()
+    }
+  }
+
+  /** The synchronizer of a running partition; a partition that stopped while no catch-up ran (the store failed in the reopen after a checkpoint, the claim was lost) shuts down and throws its failure. */
+  async #ready(): Promise<PartitionSynchronizer<E>> {
     const failure = this.#life.failure
     if (failure !== undefined && this.#state === 'running') {
       await this.#stopOnFailure()
       throw failure.error
     }
-    const sync = this.#running()
-    const from = sync.getRevision() + 1n
-    const tail = options.end ?? (await this.#o.log.tail())
+    return this.#running()
+  }
+
+  async #fetch(sync: PartitionSynchronizer<E>, tail: bigint, total: number, options: { end?: bigint; signal?: AbortSignal }): Promise<number> {
     const meter = new ProgressMeter(this.#replayed ? 'process' : 'replay', (p) => this.emit('progress', p))
-    const total = Number(tail > from ? tail - from : 0n)
     // Lag is against the log's tail, not an end the caller chose.
     const logTail = options.end === undefined ? tail : undefined
     if (logTail !== undefined) this.#metrics.lag(this.offset, logTail)
