@@ -39,18 +39,19 @@
  * processor is open in both windows, so both count the claims' checks and
  * the lease of all of them: this compares one process's requests as its
  * writes spread, not against a process that holds only 16 partitions.
- * `snapshotsTaken` counts each side's snapshots.
+ * `snapshotsTaken` and `fewSnapshotsTaken` count each side's snapshots.
  *
  * peakRssMB is the process's peak RSS (getrusage); `peakRssMBByPhase` the
- * highest RSS sampled every 100 ms in each phase (the fill's appends, the
- * processors' start and catch-up of their backlogs, the windows).
+ * highest RSS in each phase (the fill's appends, the processors' start and
+ * catch-up of their backlogs, the windows), sampled as the snapshot bench
+ * does (phasePeaks).
  * openFdsMax is the most open file descriptors, sampled every 100 ms
  * (storeFdsMax: those on the partition stores' files; logFdsMax: on the
  * logs' segments). The budget's share and how many stores had their LevelDB
  * open are reported at the end.
  */
 import { setMaxListeners } from 'node:events'
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { readdirSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { defaultStoreBudget, FsSnapshotStore, openFileLog, PartitionProcessor, valueState, type FileLog } from '../src/index.js'
 import { MemberLease } from '../src/ownership/index.js'
@@ -58,7 +59,7 @@ import { mapLimit } from '../src/util/index.js'
 import { CountingStore, getClass, putClass, type RequestCounts } from './_counting-store.js'
 import { saveFigures } from './_figures.js'
 import { benchDir, emit, intFlags, loadAvg, pairedRatio, prefixed, rng, round } from './_util.js'
-import { peakRssMB } from './snapshot.js'
+import { peakRssMB, phasePeaks } from './snapshot.js'
 
 const MiB = 1024 * 1024
 const FEW = 16
@@ -84,7 +85,8 @@ export async function run(args: string[]): Promise<void> {
   const snapshots = new CountingStore(new FsSnapshotStore({ root: join(dir.path, 'snapshots') }))
   const requestsOf = (c: RequestCounts): number => putClass(c) + getClass(c)
   const lease = await MemberLease.start({ store: snapshots, job: 'many' })
-  const fds = sample(join(dir.path, 'stores'), join(dir.path, 'logs'))
+  const fds = sampleFds(join(dir.path, 'stores'), join(dir.path, 'logs'))
+  const rss = phasePeaks()
   const parts: Partition[] = []
   const abort = new AbortController()
   // Every processor's run() listens to it.
@@ -109,20 +111,20 @@ export async function run(args: string[]): Promise<void> {
       parts.push({ log, processor, keys })
     }
     // Filled through the log and the processors, as a partition's state grows.
-    fds.phase('fill')
+    rss.phase('fill')
     await mapLimit(parts, 8, async (part) => {
       for (let k = 0; k < part.keys; k += FILL_BATCH) {
         await part.log.appendAll(Array.from({ length: Math.min(FILL_BATCH, part.keys - k) }, (_, i) => encode({ k: k + i, v: (k + i) & 255 })))
       }
     })
-    fds.phase('catchUp')
+    rss.phase('catchUp')
     await mapLimit(parts, 8, (part) => part.processor.start())
     for (const part of parts) running.push(part.processor.run(abort.signal))
     await mapLimit(parts, 8, async (part) => {
       while ((part.processor.offset ?? -1n) < BigInt(part.keys - 1)) await new Promise((resolve) => setTimeout(resolve, 100))
     })
     const fillSeconds = (performance.now() - t0) / 1000
-    fds.phase('windows')
+    rss.phase('windows')
 
     const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number; snapshots: number }> => {
       const before = committed
@@ -188,9 +190,11 @@ export async function run(args: string[]): Promise<void> {
       fewSnapshotRequestsPerMinute: round(requests.few / ((opts.rounds * opts.seconds) / 60), 1),
       // null when the few windows made no request at all.
       snapshotRequestsRatio: requests.few === 0 ? null : round(requests.many / requests.few, 3),
-      snapshotsTaken: taken,
+      snapshotsTaken: taken.many,
+      fewSnapshotsTaken: taken.few,
       requestShapes: { many: topShapes(shapes.many), few: topShapes(shapes.few) },
       peakRssMB: peakRssMB(),
+      peakRssMBByPhase: rss.stop(),
       ...fds.stop(),
       budgetMemoryMB: round(budget.options.memoryBytes / MiB, 1),
       budgetShare: budget.share,
@@ -209,6 +213,7 @@ export async function run(args: string[]): Promise<void> {
     })
     await lease.release().catch(() => undefined)
     fds.stop()
+    rss.stop()
     dir.cleanup()
   }
 }
@@ -222,23 +227,10 @@ function encode(row: Row): Buffer {
   return Buffer.from(JSON.stringify(row))
 }
 
-interface Sampled {
-  openFdsMax: number
-  storeFdsMax: number
-  logFdsMax: number
-  peakRssMBByPhase: Record<string, number>
-}
-
-/**
- * Every 100 ms: the open file descriptors of this process (in all, on files
- * under `stores`, under `logs`) and its RSS, the most of each kept, the RSS
- * per phase named by phase().
- */
-function sample(stores: string, logs: string): { phase(name: string): void; stop(): Sampled } {
+/** The most open file descriptors of this process, and of those on files under `stores` and under `logs`, sampled every 100 ms. */
+function sampleFds(stores: string, logs: string): { stop(): { openFdsMax: number; storeFdsMax: number; logFdsMax: number } } {
   const most = { openFdsMax: 0, storeFdsMax: 0, logFdsMax: 0 }
-  const rss: Record<string, number> = {}
-  let phase = 'open'
-  const look = (): void => {
+  const sample = (): void => {
     const fds = readdirSync('/proc/self/fd')
     let onStores = 0
     let onLogs = 0
@@ -254,19 +246,13 @@ function sample(stores: string, logs: string): { phase(name: string): void; stop
     most.openFdsMax = Math.max(most.openFdsMax, fds.length)
     most.storeFdsMax = Math.max(most.storeFdsMax, onStores)
     most.logFdsMax = Math.max(most.logFdsMax, onLogs)
-    const kB = Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0)
-    rss[phase] = Math.max(rss[phase] ?? 0, round(kB / 1024, 1))
   }
-  const timer = setInterval(look, 100)
+  const timer = setInterval(sample, 100)
   return {
-    phase(name) {
-      look()
-      phase = name
-    },
     stop() {
-      look()
+      sample()
       clearInterval(timer)
-      return { ...most, peakRssMBByPhase: { ...rss } }
+      return { ...most }
     },
   }
 }

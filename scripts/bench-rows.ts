@@ -127,13 +127,6 @@ const STORE = ['src/store', 'src/util']
 const SNAPSHOTS = [...STORE, 'src/snapshot', 'src/snapshot-store', 'connectors/s3']
 const GROUP = [...SNAPSHOTS, 'src/runtime', 'src/ownership', 'src/log', 'src/outputs', 'connectors/kafka']
 
-/** A `{ many, few }` pair of counts, as `text` words it. */
-function pair(value: unknown, text: (many: number, few: number) => string): string | undefined {
-  if (value === null || typeof value !== 'object') return undefined
-  const { many, few } = value as Record<string, unknown>
-  return typeof many === 'number' && typeof few === 'number' ? text(many, few) : undefined
-}
-
 /** The `many` bench's highest RSS sampled in each phase. */
 function phases(value: unknown): string | undefined {
   if (value === null || typeof value !== 'object') return undefined
@@ -252,11 +245,10 @@ export const ROWS: readonly Row[] = [
       rates(lookup(f, 'manyCommitRate'), lookup(f, 'fewCommitRate')),
       ratio(f, 'manyRatio'),
       phrase(f, ['snapshotRequestsPerMinute', 'fewSnapshotRequestsPerMinute'], (a, b) => `snapshot-store requests ${a} per minute vs ${b} while only 16 are written (the others open and idle: their claims and the lease count on both sides)`),
-      pair(lookup(f, 'snapshotsTaken'), (many, few) => `snapshots taken ${int(many)} vs ${int(few)}`),
+      phrase(f, ['snapshotsTaken', 'fewSnapshotsTaken'], (a, b) => `snapshots taken ${int(a)} vs ${int(b)}`),
       phrase(f, ['peakRssMB', 'budgetMemoryMB'], (a, b) => `\`peakRssMB\` ${a} (budget ${b} MiB)`),
       phases(lookup(f, 'peakRssMBByPhase')),
-      phrase(f, ['openFdsMax', 'storeFdsMax', 'logFdsMax'], (a, b, c) => `at most ${int(a)} descriptors open (${int(b)} on the stores, ${int(c)} on the logs)`) ??
-        phrase(f, ['openFdsMax', 'storeFdsMax'], (a, b) => `at most ${int(a)} descriptors open (${int(b)} on the stores)`),
+      phrase(f, ['openFdsMax', 'storeFdsMax', 'logFdsMax'], (a, b, c) => `at most ${int(a)} descriptors open (${int(b)} on the stores, ${int(c)} on the logs)`),
     ]),
   },
   {
