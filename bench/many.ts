@@ -45,9 +45,12 @@
  * highest RSS in each phase (the fill's appends, the processors' start and
  * catch-up of their backlogs, the windows), sampled as the snapshot bench
  * does (phasePeaks).
+ * `memoryAtPeakMB`: process.memoryUsage() at each phase's highest RSS
+ * (V8's heap, the buffers; the rest of the RSS is native, mostly LevelDB).
  * openFdsMax is the most open file descriptors, sampled every 100 ms
- * (storeFdsMax: those on the partition stores' files; logFdsMax: on the
- * logs' segments). The budget's share and how many stores had their LevelDB
+ * (`openFdsMaxByPhase`; storeFdsMax: those on the partition stores' files,
+ * `storeFdsByKind` at their most: tables, write-ahead logs, MANIFEST, LOCK,
+ * LOG; logFdsMax: on the logs' segments). The budget's share and how many stores had their LevelDB
  * open are reported at the end.
  */
 import { setMaxListeners } from 'node:events'
@@ -85,8 +88,7 @@ export async function run(args: string[]): Promise<void> {
   const snapshots = new CountingStore(new FsSnapshotStore({ root: join(dir.path, 'snapshots') }))
   const requestsOf = (c: RequestCounts): number => putClass(c) + getClass(c)
   const lease = await MemberLease.start({ store: snapshots, job: 'many' })
-  const fds = sampleFds(join(dir.path, 'stores'), join(dir.path, 'logs'))
-  const rss = phasePeaks()
+  const sampled = sampleProcess(join(dir.path, 'stores'), join(dir.path, 'logs'))
   const parts: Partition[] = []
   const abort = new AbortController()
   // Every processor's run() listens to it.
@@ -111,20 +113,20 @@ export async function run(args: string[]): Promise<void> {
       parts.push({ log, processor, keys })
     }
     // Filled through the log and the processors, as a partition's state grows.
-    rss.phase('fill')
+    sampled.phase('fill')
     await mapLimit(parts, 8, async (part) => {
       for (let k = 0; k < part.keys; k += FILL_BATCH) {
         await part.log.appendAll(Array.from({ length: Math.min(FILL_BATCH, part.keys - k) }, (_, i) => encode({ k: k + i, v: (k + i) & 255 })))
       }
     })
-    rss.phase('catchUp')
+    sampled.phase('catchUp')
     await mapLimit(parts, 8, (part) => part.processor.start())
     for (const part of parts) running.push(part.processor.run(abort.signal))
     await mapLimit(parts, 8, async (part) => {
       while ((part.processor.offset ?? -1n) < BigInt(part.keys - 1)) await new Promise((resolve) => setTimeout(resolve, 100))
     })
     const fillSeconds = (performance.now() - t0) / 1000
-    rss.phase('windows')
+    sampled.phase('windows')
 
     const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number; snapshots: number }> => {
       const before = committed
@@ -194,8 +196,7 @@ export async function run(args: string[]): Promise<void> {
       fewSnapshotsTaken: taken.few,
       requestShapes: { many: topShapes(shapes.many), few: topShapes(shapes.few) },
       peakRssMB: peakRssMB(),
-      peakRssMBByPhase: rss.stop(),
-      ...fds.stop(),
+      ...sampled.stop(),
       budgetMemoryMB: round(budget.options.memoryBytes / MiB, 1),
       budgetShare: budget.share,
       openStoresAtEnd: budget.openStores,
@@ -212,8 +213,7 @@ export async function run(args: string[]): Promise<void> {
       await part.log.close()
     })
     await lease.release().catch(() => undefined)
-    fds.stop()
-    rss.stop()
+    sampled.stop()
     dir.cleanup()
   }
 }
@@ -227,32 +227,73 @@ function encode(row: Row): Buffer {
   return Buffer.from(JSON.stringify(row))
 }
 
-/** The most open file descriptors of this process, and of those on files under `stores` and under `logs`, sampled every 100 ms. */
-function sampleFds(stores: string, logs: string): { stop(): { openFdsMax: number; storeFdsMax: number; logFdsMax: number } } {
-  const most = { openFdsMax: 0, storeFdsMax: 0, logFdsMax: 0 }
+interface ProcessPeaks {
+  /** The highest RSS of each phase (phasePeaks). */
+  peakRssMBByPhase: Record<string, number>
+  /** process.memoryUsage() in MiB at each phase's highest RSS of the 100 ms samples: V8's heap, the buffers, and the rest native (LevelDB). */
+  memoryAtPeakMB: Record<string, Record<string, number>>
+  openFdsMax: number
+  openFdsMaxByPhase: Record<string, number>
+  storeFdsMax: number
+  /** The store descriptors of the sample with the most, by file kind (fileKind). */
+  storeFdsByKind: Record<string, number>
+  logFdsMax: number
+}
+
+/**
+ * Samples the process every 100 ms (its RSS every 20 ms, phasePeaks): the
+ * open file descriptors, those on files under `stores` and under `logs`,
+ * and its memory, the highest of each phase.
+ */
+function sampleProcess(stores: string, logs: string): { phase(name: string): void; stop(): ProcessPeaks } {
+  const rss = phasePeaks()
+  const peaks: Omit<ProcessPeaks, 'peakRssMBByPhase'> = { memoryAtPeakMB: {}, openFdsMax: 0, openFdsMaxByPhase: {}, storeFdsMax: 0, storeFdsByKind: {}, logFdsMax: 0 }
+  let current = 'setup'
   const sample = (): void => {
+    const m = process.memoryUsage()
+    if ((peaks.memoryAtPeakMB[current]?.rss ?? 0) * MiB < m.rss) {
+      peaks.memoryAtPeakMB[current] = Object.fromEntries(['rss', 'heapTotal', 'heapUsed', 'external', 'arrayBuffers'].map((k) => [k, round(m[k as keyof NodeJS.MemoryUsage] / MiB, 0)]))
+    }
     const fds = readdirSync('/proc/self/fd')
-    let onStores = 0
     let onLogs = 0
+    const kinds: Record<string, number> = {}
     for (const fd of fds) {
       try {
         const target = readlinkSync(`/proc/self/fd/${fd}`)
-        if (target.startsWith(stores)) onStores++
+        if (target.startsWith(stores)) kinds[fileKind(target)] = (kinds[fileKind(target)] ?? 0) + 1
         else if (target.startsWith(logs)) onLogs++
       } catch {
         // closed meanwhile
       }
     }
-    most.openFdsMax = Math.max(most.openFdsMax, fds.length)
-    most.storeFdsMax = Math.max(most.storeFdsMax, onStores)
-    most.logFdsMax = Math.max(most.logFdsMax, onLogs)
+    const onStores = Object.values(kinds).reduce((a, b) => a + b, 0)
+    if (onStores > peaks.storeFdsMax) peaks.storeFdsByKind = kinds
+    peaks.storeFdsMax = Math.max(peaks.storeFdsMax, onStores)
+    peaks.logFdsMax = Math.max(peaks.logFdsMax, onLogs)
+    peaks.openFdsMax = Math.max(peaks.openFdsMax, fds.length)
+    peaks.openFdsMaxByPhase[current] = Math.max(peaks.openFdsMaxByPhase[current] ?? 0, fds.length)
   }
   const timer = setInterval(sample, 100)
   return {
+    phase(name) {
+      sample()
+      rss.phase(name)
+      current = name
+    },
     stop() {
       sample()
       clearInterval(timer)
-      return { ...most }
+      return { peakRssMBByPhase: rss.stop(), ...peaks }
     },
   }
+}
+
+/** What a descriptor on a store holds: LevelDB's tables, write-ahead log, MANIFEST, LOCK, LOG, or another file. */
+function fileKind(path: string): string {
+  const name = path.slice(path.lastIndexOf('/') + 1)
+  if (name.endsWith('.ldb') || name.endsWith('.sst')) return 'table'
+  if (name.endsWith('.log')) return 'wal'
+  if (name.startsWith('MANIFEST')) return 'manifest'
+  if (name === 'LOCK' || name === 'LOG') return name
+  return 'other'
 }

@@ -71,6 +71,12 @@ export type ScanStep =
 
 const CHUNK_BYTES = 64 * 1024
 /**
+ * A scan's first read, doubled on each next one up to CHUNK_BYTES: a look
+ * for appends of other processes at the tail mostly finds nothing or a
+ * record or two, and a thousand partitions look often (issue 38).
+ */
+const FIRST_CHUNK_BYTES = 4 * 1024
+/**
  * Steps per batch: a batch's records stay in memory (a step, its payload's
  * Buffer and its revision each) while its reader works on it, and a process
  * may have a thousand readers replaying at once. A 64 KiB chunk holds about
@@ -95,9 +101,14 @@ export async function* scanSegment(file: FileHandle, pos: number, revision: bigi
  * scanSegment in batches: the steps decoded from each chunk read, at most
  * MAX_BATCH_STEPS at a time, so that a reader of many small records pays for
  * one generator step per batch, not per record. Only the last step of the
- * last batch is not a record.
+ * last batch is not a record. Bytes from `end` on are not read: the scan
+ * ends there as at the end of the file. A reader that knows where the
+ * records it wants end passes it, so that a tail read of one record of
+ * 1 KB does not read (and allocate) a 64 KiB chunk: 1,024 partitions
+ * looking at their tails allocated hundreds of megabytes of such chunks a
+ * second (issue 38).
  */
-export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep[]> {
+export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number, end = Infinity): AsyncGenerator<ScanStep[]> {
   let buf: Buffer = Buffer.alloc(0)
   let bufPos = pos
   let eof = false
@@ -105,6 +116,7 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
   // so the disk works while the reader does. Each chunk is a new buffer: the
   // payloads of a batch stay valid however long the reader keeps them.
   let reading: Promise<{ bytesRead: number }> | undefined
+  let chunk = FIRST_CHUNK_BYTES
   try {
     for (;;) {
       const batch: ScanStep[] = []
@@ -125,19 +137,31 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
       let next: Buffer | undefined
       let available = 0
       let want = 0
+      let atEnd = false
       if (!full && step === undefined) {
         const at = pos - bufPos
         available = buf.length - at
-        want = Math.max(CHUNK_BYTES, recordBytes(buf, at, maxRecordBytes))
-        next = Buffer.allocUnsafe(available + want)
-        buf.copy(next, 0, at)
-        reading = file.read(next, available, want, pos + available)
-        // Awaited below, or in finally when the reader stops early.
-        reading.catch(() => undefined)
+        const room = end - (pos + available)
+        if (room <= 0) {
+          atEnd = true
+        } else {
+          want = Math.min(room, Math.max(chunk, recordBytes(buf, at, maxRecordBytes)))
+          chunk = Math.min(CHUNK_BYTES, 2 * chunk)
+          next = Buffer.allocUnsafe(available + want)
+          buf.copy(next, 0, at)
+          reading = file.read(next, available, want, pos + available)
+          // Awaited below, or in finally when the reader stops early.
+          reading.catch(() => undefined)
+        }
       }
       if (batch.length > 0) yield batch
       // The rest of the chunk is still in the buffer.
       if (full) continue
+      if (atEnd) {
+        // What is left is decoded as at the end of the file.
+        eof = true
+        continue
+      }
       if (next === undefined) return
       const { bytesRead } = await reading!
       reading = undefined

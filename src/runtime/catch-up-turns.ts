@@ -44,4 +44,3 @@ export async function catchUpTurn(signal: AbortSignal | undefined): Promise<(() 
     signal.removeEventListener('abort', onAbort!)
   }
 }
-

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { TidemarkError } from '../errors.js'
+import { onAppendHere } from '../log/index.js'
 import { assertRevision } from '../log/revisioned-log.js'
 import { CLAIM_DEFAULTS, type Claim } from '../ownership/claim.js'
 import { MemberLease } from '../ownership/member-lease.js'
@@ -25,6 +26,13 @@ export type { OwnershipEvent } from './partition-lifecycle.js'
 
 export { PROCESSOR_DEFAULTS } from './processor-options.js'
 export type { OwnershipSettings, PartitionProcessorOptions, ProcessorEvents, SnapshotSettings, StartResult } from './processor-options.js'
+
+/**
+ * The longest a caught-up run() waits between looks at a FileLog that no
+ * append of this process has woken it from (run()): what an append of
+ * another process may wait, after a quiet spell, before it is processed.
+ */
+const IDLE_POLL_MAX_MS = 1000
 
 /**
  * Runs an operator's handler over one partition of a source log.
@@ -206,6 +214,12 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     const from = sync.getRevision() + 1n
     const tail = options.end ?? (await this.#o.log.tail())
     const total = Number(tail > from ? tail - from : 0n)
+    if (tail === from && this.#replayed) {
+      // Nothing new: no read of the log (a second look at its files). A
+      // tail behind the position still goes to the read, which reports it.
+      if (options.end === undefined) this.#metrics.lag(this.offset, tail)
+      return 0
+    }
     if (total <= this.options.batchSize) return this.#fetch(sync, tail, total, options)
     // More than a live batch behind: a backlog, caught up in the process's
     // turns (catch-up-turns.ts: what a thousand at once would hold).
@@ -274,13 +288,36 @@ export class PartitionProcessor<E = unknown> extends EventEmitter<ProcessorEvent
     }
   }
 
-  /** Processes until the signal aborts (then resolves) or an error stops the partition (then rejects). */
+  /**
+   * Processes until the signal aborts (then resolves) or an error stops the
+   * partition (then rejects). Caught up, it waits for the log: a FileLog
+   * wakes it at once when an append is written in this process; appends of
+   * other processes (and other logs) are found by looking again, after
+   * pollIntervalMs, and with a FileLog that lets it know, after twice as
+   * long at each look that finds nothing, up to IDLE_POLL_MAX_MS (or
+   * pollIntervalMs when that is longer). Why: 1,024 idle partitions looking
+   * at their files 20 times a second kept a core busy (issue 38).
+   */
   async run(signal: AbortSignal): Promise<void> {
     // Checked here: a junk signal would otherwise fail in a timer's callback, outside any promise.
     checkSignal(signal, 'run(signal): signal')
+    const every = this.options.pollIntervalMs
+    let wait = every
     while (!signal.aborted) {
-      const applied = await this.catchUp({ signal })
-      if (applied === 0 && !signal.aborted) await sleep(this.options.pollIntervalMs, signal, this.#life.stopped)
+      // Before the look, so that an append written after it ends the wait below.
+      const woken = new AbortController()
+      const stopWaiting = onAppendHere(this.#o.log, () => woken.abort())
+      try {
+        const applied = await this.catchUp({ signal })
+        if (applied > 0 || signal.aborted) {
+          wait = every
+          continue
+        }
+        await sleep(wait, signal, this.#life.stopped, woken.signal)
+        if (stopWaiting !== undefined && !woken.signal.aborted) wait = Math.min(Math.max(every, IDLE_POLL_MAX_MS), 2 * wait)
+      } finally {
+        stopWaiting?.()
+      }
     }
   }
 

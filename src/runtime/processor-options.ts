@@ -74,7 +74,12 @@ export interface PartitionProcessorOptions<E> {
    * set (a program that tuned its batches keeps them), else 10000.
    */
   replayBatchSize?: number
-  /** How long run() waits before looking at the log again when it is caught up. Default 50 ms. */
+  /**
+   * How long run() waits before looking at the log again when it is caught
+   * up. Default 50 ms. On a FileLog, appends written in this process wake it
+   * at once, and looks that find nothing double the wait up to 1 s
+   * (docs/processor.md, "Waiting for the log").
+   */
   pollIntervalMs?: number
   /** Incremental snapshots; without them only the local store survives a crash. */
   snapshots?: SnapshotSettings

@@ -153,6 +153,45 @@ describe('file log', () => {
     await log.close()
   })
 
+  it('reads a tail no further than its last record: a follower of small appends does not hold 64 KiB chunks', async () => {
+    // A thousand partitions tailing their logs read a record or two each
+    // time; a 64 KiB chunk per read was most of what such a process allocated.
+    const dir = tempDir()
+    const log = await openFileLog(dir, { sync: false })
+    const payload = (i: number): Buffer => Buffer.alloc(1000, i & 255)
+    await log.appendAll(Array.from({ length: 200 }, (_, i) => payload(i)))
+    // Every read of a segment, by the bytes it asks for (one call wrapped).
+    const probe = await open(join(dir, readdirSync(dir).find((name) => name.endsWith('.seg'))!), 'r')
+    const proto = Object.getPrototypeOf(probe) as { read: (...args: unknown[]) => Promise<unknown> }
+    await probe.close()
+    const read = proto.read
+    const asked: number[] = []
+    proto.read = function (this: unknown, ...args: unknown[]) {
+      asked.push(args[2] as number)
+      return read.apply(this, args)
+    }
+    try {
+      for (let i = 200; i < 210; i++) {
+        await log.append(payload(i))
+        const got: LogEntry[] = []
+        for await (const batch of log.readBatches(BigInt(i))) got.push(...batch)
+        expect(got.map((e) => e.revision)).toEqual([BigInt(i)])
+        expect(Buffer.from(got[0]!.data).equals(payload(i))).toBe(true)
+      }
+    } finally {
+      proto.read = read
+    }
+    // Each read starts at the indexed record before it (every 64th), so it
+    // asks for at most 64 records of 1,020 bytes; a chunk was 64 KiB or more.
+    expect(asked.length).toBeGreaterThanOrEqual(10)
+    expect(Math.max(...asked)).toBeLessThanOrEqual(64 * 1020)
+    // A read of the whole log still reads it in chunks, every record once.
+    const all = await readAll(log)
+    expect(all.map((e) => Number(e.revision))).toEqual(Array.from({ length: 210 }, (_, i) => i))
+    expect(all.every((e, i) => Buffer.from(e.data).equals(payload(i)))).toBe(true)
+    await log.close()
+  })
+
   it('reports a flipped bit in a record payload with the revision of the record', async () => {
     const dir = tempDir()
     const path = await writeEntries(dir, 10, 50)

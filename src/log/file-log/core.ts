@@ -84,9 +84,13 @@ export class LogCore {
   /** The connection this core relays its appends over, to the holder it found when it last did not hold the lock. */
   readonly #relay: RelaySender
 
-  constructor(dir: string, options: Readonly<Required<FileLogOptions>>) {
+  /** Told when appends were written (append-waits.ts): readers of this process waiting for them wake. */
+  readonly #onAppended: () => void
+
+  constructor(dir: string, options: Readonly<Required<FileLogOptions>>, onAppended: () => void = () => {}) {
     this.dir = dir
     this.options = options
+    this.#onAppended = onAppended
     this.#lock = new LockFile(join(this.dir, LOCK_NAME), () => this.#releaseWhenIdle())
     this.#relay = new RelaySender(this.#lock, options)
   }
@@ -346,6 +350,7 @@ export class LogCore {
     const { entries, verdicts, decided } = group
     for (let i = 0; i < decided; i++) entries[i]!.resolve(verdicts[i])
     for (let i = decided; i < entries.length; i++) entries[i]!.reject(error)
+    if (decided > 0) this.#onAppended()
   }
 
   /**

@@ -2,6 +2,7 @@ import { mkdir, stat } from 'node:fs/promises'
 import { describeValue } from '../../util/describe-value.js'
 import { isAbsolute, resolve } from 'node:path'
 import { AbstractRevisionedLog, type LogEntry } from '../revisioned-log.js'
+import { appended, waitForAppend } from './append-waits.js'
 import { LogCore } from './core.js'
 import { io } from './io.js'
 import { validateOptions, type FileLogOptions } from './options.js'
@@ -33,15 +34,16 @@ export async function openFileLog(dir: string, options: FileLogOptions = {}): Pr
  */
 const cores = new Map<string, { core: LogCore; handles: number; ready: Promise<void> }>()
 
-async function attachCore(dir: string, options: Readonly<Required<FileLogOptions>>): Promise<{ core: LogCore; detach(): Promise<void> }> {
+async function attachCore(dir: string, options: Readonly<Required<FileLogOptions>>): Promise<{ core: LogCore; detach(): Promise<void>; where: string }> {
   if (!options.readOnly) await io('open', dir, () => mkdir(dir, { recursive: true }))
   const { dev, ino } = await io('open', dir, () => stat(dir))
   // The path too: a directory removed and made again may get the same inode.
+  const where = JSON.stringify([dir, dev, ino])
   const key = JSON.stringify([dir, dev, ino, options])
   let joined = cores.get(key)
   const creator = joined === undefined
   if (joined === undefined) {
-    const core = new LogCore(dir, options)
+    const core = new LogCore(dir, options, () => appended(where))
     const fresh = {
       core,
       handles: 0,
@@ -75,8 +77,22 @@ async function attachCore(dir: string, options: Readonly<Required<FileLogOptions
     await detach().catch(() => {})
     throw err
   }
-  return { core: entry.core, detach }
+  return { core: entry.core, detach, where }
 }
+
+/**
+ * @internal Calls `wake` once, at the next append written in this process
+ * to `log` when it is an open FileLog (through any handle of its
+ * directory), and returns the function that stops waiting; undefined for
+ * another log, or a FileLog not open.
+ */
+export function onAppendHere(log: unknown, wake: () => void): (() => void) | undefined {
+  const where = log instanceof FileLog ? whereOf.get(log) : undefined
+  return where === undefined ? undefined : waitForAppend(where, wake)
+}
+
+/** Each open handle's directory, as append-waits.ts knows it. */
+const whereOf = new WeakMap<FileLog, string>()
 
 /**
  * The embedded revisioned log: segment files in one directory, written by any
@@ -92,7 +108,7 @@ export class FileLog extends AbstractRevisionedLog {
   readonly dir: string
   readonly location: string
   readonly options: Readonly<Required<FileLogOptions>>
-  #core: { core: LogCore; detach(): Promise<void> } | undefined
+  #core: { core: LogCore; detach(): Promise<void>; where: string } | undefined
   /** This handle's appends and truncations in flight, which its close waits for. */
   #inFlight = 0
   #drained: (() => void) | undefined
@@ -113,6 +129,7 @@ export class FileLog extends AbstractRevisionedLog {
   /** Attaches the handle to the log's core, opening it (creating the directory and the first segment, cutting a torn tail) if this process has none. */
   async recover(): Promise<void> {
     this.#core ??= await attachCore(this.dir, this.options)
+    whereOf.set(this, this.#core.where)
   }
 
   get #log(): LogCore {
@@ -175,6 +192,7 @@ export class FileLog extends AbstractRevisionedLog {
     // Appends already called finish (or fail) before the files close.
     while (this.#inFlight > 0) await new Promise<void>((resolve) => { this.#drained = resolve })
     this.#drained = undefined
+    whereOf.delete(this)
     await this.#core?.detach()
   }
 

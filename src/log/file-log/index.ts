@@ -1,2 +1,2 @@
-export { FileLog, openFileLog } from './handle.js'
+export { FileLog, onAppendHere, openFileLog } from './handle.js'
 export { FILE_LOG_DEFAULTS, type FileLogOptions } from './options.js'

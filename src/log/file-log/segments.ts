@@ -55,7 +55,9 @@ export async function* readSegmentBatches(
       const start = seek(segment, revision)
       let at = start.revision
       const last = index === segments().length - 1
-      scan: for await (const steps of scanSegmentBatches(file, start.pos, at, maxRecordBytes)) {
+      // Where the records before `stop` end, when this process has learnt it.
+      const end = segment.knownRevision >= stop ? segment.knownPos : Infinity
+      scan: for await (const steps of scanSegmentBatches(file, start.pos, at, maxRecordBytes, end)) {
         const entries: LogEntry[] = []
         let done = false
         for (const step of steps) {
