@@ -71,9 +71,10 @@ export type ScanStep =
 
 const CHUNK_BYTES = 64 * 1024
 /**
- * A scan's first read, doubled on each next one up to CHUNK_BYTES: a look
- * for appends of other processes at the tail mostly finds nothing or a
- * record or two, and a thousand partitions look often (issue 38).
+ * The first read of a scan without an `end`, doubled on each next one up to
+ * CHUNK_BYTES: a look for appends of other processes at the tail mostly
+ * finds nothing or a record or two, and a thousand partitions look often
+ * (issue 38).
  */
 const FIRST_CHUNK_BYTES = 4 * 1024
 /**
@@ -116,17 +117,13 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
   // so the disk works while the reader does. Each chunk is a new buffer: the
   // payloads of a batch stay valid however long the reader keeps them.
   let reading: Promise<{ bytesRead: number }> | undefined
-  let chunk = FIRST_CHUNK_BYTES
+  // A read whose end is known reads it at once; a look at a tail starts small.
+  let chunk = end === Infinity ? FIRST_CHUNK_BYTES : CHUNK_BYTES
   try {
     for (;;) {
       const batch: ScanStep[] = []
       let step: ScanStep | undefined
-      let full = false
-      for (;;) {
-        if (batch.length === MAX_BATCH_STEPS) {
-          full = true
-          break
-        }
+      while (batch.length < MAX_BATCH_STEPS) {
         step = decodeStep(buf, pos - bufPos, pos, revision, maxRecordBytes, eof)
         if (step === undefined) break
         batch.push(step)
@@ -137,13 +134,14 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
       let next: Buffer | undefined
       let available = 0
       let want = 0
-      let atEnd = false
-      if (!full && step === undefined) {
+      // The buffer ends inside the next record: read on, unless that is past `end`.
+      if (step === undefined) {
         const at = pos - bufPos
         available = buf.length - at
         const room = end - (pos + available)
         if (room <= 0) {
-          atEnd = true
+          // What is left is decoded as at the end of the file.
+          eof = true
         } else {
           want = Math.min(room, Math.max(chunk, recordBytes(buf, at, maxRecordBytes)))
           chunk = Math.min(CHUNK_BYTES, 2 * chunk)
@@ -155,14 +153,10 @@ export async function* scanSegmentBatches(file: FileHandle, pos: number, revisio
         }
       }
       if (batch.length > 0) yield batch
-      // The rest of the chunk is still in the buffer.
-      if (full) continue
-      if (atEnd) {
-        // What is left is decoded as at the end of the file.
-        eof = true
-        continue
-      }
-      if (next === undefined) return
+      // The last step (not a record) ends the scan.
+      if (step !== undefined && step.kind !== 'record') return
+      // A full batch, or `end` reached: the rest is decoded from the buffer.
+      if (next === undefined) continue
       const { bytesRead } = await reading!
       reading = undefined
       if (bytesRead < want) eof = true
