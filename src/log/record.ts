@@ -1,5 +1,4 @@
 import { crc32Of } from './crc.js'
-import type { FileHandle } from 'node:fs/promises'
 
 /*
  * On-disk format of the file log.
@@ -23,6 +22,11 @@ import type { FileHandle } from 'node:fs/promises'
 export const SEGMENT_MAGIC = Buffer.from([0x54, 0x4d, 0x4c, 0x4f, 0x47, 0x00, 0x00, 0x01])
 export const SEGMENT_HEADER_BYTES = 16
 export const RECORD_HEADER_BYTES = 20
+
+/** What a scan needs of a segment's file: positional reads (a FileHandle, or a read borrowed from the writer's). */
+export interface PositionalReads {
+  read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>
+}
 
 export function encodeSegmentHeader(base: bigint): Buffer {
   const header = Buffer.alloc(SEGMENT_HEADER_BYTES)
@@ -94,7 +98,7 @@ const MAX_BATCH_STEPS = 256
  * decides whether that is a torn tail or corruption, which depends on where
  * it is and on who holds the append lock.
  */
-export async function* scanSegment(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep> {
+export async function* scanSegment(file: PositionalReads, pos: number, revision: bigint, maxRecordBytes: number): AsyncGenerator<ScanStep> {
   for await (const steps of scanSegmentBatches(file, pos, revision, maxRecordBytes)) yield* steps
 }
 
@@ -109,7 +113,7 @@ export async function* scanSegment(file: FileHandle, pos: number, revision: bigi
  * looking at their tails allocated hundreds of megabytes of such chunks a
  * second (issue 38).
  */
-export async function* scanSegmentBatches(file: FileHandle, pos: number, revision: bigint, maxRecordBytes: number, end = Infinity): AsyncGenerator<ScanStep[]> {
+export async function* scanSegmentBatches(file: PositionalReads, pos: number, revision: bigint, maxRecordBytes: number, end = Infinity): AsyncGenerator<ScanStep[]> {
   let buf: Buffer = Buffer.alloc(0)
   let bufPos = pos
   let eof = false
@@ -203,7 +207,7 @@ function decodeStep(buf: Buffer, at: number, pos: number, revision: bigint, maxR
 }
 
 /** Whether every byte of the file from `pos` to its end is zero. */
-export async function zeroFrom(file: FileHandle, pos: number): Promise<boolean> {
+export async function zeroFrom(file: PositionalReads, pos: number): Promise<boolean> {
   const buf = Buffer.allocUnsafe(CHUNK_BYTES)
   for (;;) {
     const { bytesRead } = await file.read(buf, 0, buf.length, pos)

@@ -12,6 +12,7 @@ export interface LevelOptions {
   cacheSize: number
   writeBufferSize: number
   maxOpenFiles: number
+  maxFileSize: number
 }
 
 /**
@@ -226,7 +227,7 @@ export function levelCause(err: unknown): unknown {
 export async function openLevel(path: string, options: LevelOptions, createIfMissing: boolean): Promise<Level> {
   const db = new ClassicLevel<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' })
   try {
-    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize, maxOpenFiles: options.maxOpenFiles })
+    await db.open({ createIfMissing, cacheSize: options.cacheSize, writeBufferSize: options.writeBufferSize, maxOpenFiles: options.maxOpenFiles, maxFileSize: options.maxFileSize })
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause
     if (cause?.code === 'LEVEL_LOCKED') {

@@ -1,6 +1,6 @@
 import { TidemarkError } from '../errors.js'
 import { describeValue } from '../util/describe-value.js'
-import { MIN_LEVEL_BYTES, MIN_OPEN_FILES, SHARE_CAP, type StoreShare } from './budget/budget-options.js'
+import { MIN_LEVEL_BYTES, MIN_OPEN_FILES, SHARE_CAP, tableBytesFor, type StoreShare } from './budget/budget-options.js'
 import type { LevelOptions } from './store-dir.js'
 import { defaultStoreBudget, StoreBudget } from './budget/store-budget.js'
 import { MAX_KEY_BYTES } from './keys.js'
@@ -125,6 +125,8 @@ export function levelOptionsOf(explicit: ExplicitSizes, share: StoreShare): Leve
     cacheSize: explicit.cacheSize ?? share.cacheSize,
     writeBufferSize: explicit.writeBufferSize ?? share.writeBufferSize,
     maxOpenFiles: explicit.maxOpenFiles ?? share.maxOpenFiles,
+    // Follows the descriptors the store may keep, given or shared.
+    maxFileSize: explicit.maxOpenFiles === undefined ? share.maxFileSize : tableBytesFor(explicit.maxOpenFiles),
   }
 }
 

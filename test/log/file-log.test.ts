@@ -1,9 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { crc32 } from 'node:zlib'
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs'
 import { appendFile, open, readFile, truncate, unlink, type FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { FILE_LOG_DEFAULTS, NO_REVISION, openFileLog, type FileLogOptions, type LogEntry, type RevisionedLog } from '../../src/log/index.js'
 import { tempDir } from '../helpers/tmp.js'
@@ -190,6 +190,59 @@ describe('file log', () => {
     expect(all.map((e) => Number(e.revision))).toEqual(Array.from({ length: 210 }, (_, i) => i))
     expect(all.every((e, i) => Buffer.from(e.data).equals(payload(i)))).toBe(true)
     await log.close()
+  })
+
+  it('reads the tail it writes through the writer\'s descriptor, across a roll and a close', async () => {
+    // A process that appends to 1,024 logs and reads their tails held a
+    // second descriptor per log for the reads (issue 38).
+    const dir = tempDir()
+    const log = await openFileLog(dir, { sync: false, segmentBytes: 16 + 200 * 1020 })
+    const payload = (i: number): Buffer => Buffer.alloc(1000, i & 255)
+    // 200 records of 1,020 bytes fill the segment: the next append rolls.
+    await log.appendAll(Array.from({ length: 200 }, (_, i) => payload(i)))
+    // The descriptors this process holds open on each segment of the log.
+    const held = (): Record<string, number> => {
+      const out: Record<string, number> = {}
+      for (const fd of readdirSync('/proc/self/fd')) {
+        let target: string
+        try {
+          target = readlinkSync(join('/proc/self/fd', fd))
+        } catch {
+          continue
+        }
+        if (target.startsWith(dir) && target.endsWith('.seg')) out[basename(target)] = (out[basename(target)] ?? 0) + 1
+      }
+      return out
+    }
+    const first = readdirSync(dir).find((name) => name.endsWith('.seg'))!
+    expect(held()).toEqual({ [first]: 1 })
+    const reader = log.readBatches(0n)[Symbol.asyncIterator]()
+    const got: LogEntry[] = []
+    const step = await reader.next()
+    got.push(...(step.value as LogEntry[]))
+    // Paused between chunks of 64 KiB, the reader holds no descriptor of its own.
+    expect(got.length).toBeLessThan(200)
+    expect(held()).toEqual({ [first]: 1 })
+    // The roll closes the writer's descriptor; the reader opens the segment for the rest.
+    await log.append(payload(200))
+    const second = readdirSync(dir).filter((name) => name.endsWith('.seg')).sort()[1]!
+    expect(held()).toEqual({ [second]: 1 })
+    for (let next = await reader.next(); !next.done; next = await reader.next()) {
+      got.push(...next.value)
+      // (Its own descriptor may still be opening at this point.)
+      expect(Object.keys(held()).every((name) => name === first || name === second)).toBe(true)
+      expect(Object.values(held()).every((n) => n === 1)).toBe(true)
+    }
+    expect(got.map((e) => Number(e.revision))).toEqual(Array.from({ length: 200 }, (_, i) => i))
+    expect(got.every((e, i) => Buffer.from(e.data).equals(payload(i)))).toBe(true)
+    expect(held()).toEqual({ [second]: 1 })
+    // A reader paused in the tail segment (and abandoned) does not hold the log's close.
+    await log.appendAll(Array.from({ length: 100 }, (_, i) => payload(201 + i)))
+    const paused = log.readBatches(200n)[Symbol.asyncIterator]()
+    expect((await paused.next()).done).toBe(false)
+    await log.close()
+    expect(held()).toEqual({})
+    await expect(paused.next()).rejects.toMatchObject({ code: 'TIDEMARK_LOG_CLOSED' })
   })
 
   it('reports a flipped bit in a record payload with the revision of the record', async () => {

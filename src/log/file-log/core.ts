@@ -13,7 +13,8 @@ import { RelaySender } from './relay.js'
 import { GROUP_MAX_BYTES, GROUP_MAX_ENTRIES, writeGroupRecords, type AppendGroup, type PendingAppend, type RunningFlush } from './group.js'
 import { io, truncated } from './io.js'
 import type { FileLogOptions } from './options.js'
-import { createSegmentFile, newSegment, openSegment, readSegmentBatches, repairTail, scanTail, SEGMENT_NAME, type Segment } from './segments.js'
+import { createSegmentFile, newSegment, openSegment, readSegmentBatches, repairTail, scanTail, SEGMENT_NAME, type Segment, type SegmentFile } from './segments.js'
+import { borrowWriter, newWriter, readsEnded, type Writer } from './writer.js'
 
 const LOCK_NAME = 'append.lock'
 
@@ -62,7 +63,7 @@ export class LogCore {
   readonly dir: string
   readonly options: Readonly<Required<FileLogOptions>>
   #segments: Segment[] = []
-  #writer: { segment: Segment; file: FileHandle } | undefined
+  #writer: Writer | undefined
   readonly #lock: LockFile
   /** Work under the lock (groups of appends, truncation) queues here, in call order, before competing for the lock file with other processes. */
   #queue: Promise<unknown> = Promise.resolve()
@@ -120,7 +121,15 @@ export class LogCore {
     const oldest = this.#segments[0]?.base ?? tail
     if (from < oldest) throw truncated(this.dir, from, oldest)
     if (from > tail) throw new RangeError(`from (${from}) is past the tail (${tail}) of the log at ${this.dir}`)
-    yield* readSegmentBatches(this.dir, () => this.#segments, { from, stop, oldest }, this.options.maxRecordBytes, assertOpen)
+    yield* readSegmentBatches(this.dir, () => this.#segments, { from, stop }, this.options.maxRecordBytes, assertOpen, (segment) =>
+      this.#openForRead(segment, from, oldest))
+  }
+
+  /** The segment this core writes is read through the writer's descriptor (writer.ts); any other is opened. */
+  async #openForRead(segment: Segment, from: bigint, oldest: bigint): Promise<SegmentFile> {
+    const writer = this.#writer
+    const open = () => openSegment(this.dir, segment, from, oldest)
+    return writer?.segment === segment ? borrowWriter(writer, () => this.#writer, open) : open()
   }
 
   async truncate(before: bigint): Promise<void> {
@@ -165,6 +174,7 @@ export class LogCore {
     if (writer === undefined) return
     this.#writer = undefined
     await this.#settleFlushes()
+    await readsEnded(writer)
     await writer.file.close()
   }
 
@@ -531,15 +541,15 @@ export class LogCore {
     await repairTail(this.dir, tail, (await this.#writerFor(tail)).file, this.options.maxRecordBytes)
   }
 
-  async #writerFor(segment: Segment): Promise<{ segment: Segment; file: FileHandle }> {
+  async #writerFor(segment: Segment): Promise<Writer> {
     if (this.#writer?.segment === segment) return this.#writer
     await this.#closeWriter()
     const file = await this.#io('open', () => open(segment.path, 'r+'))
-    this.#writer = { segment, file }
+    this.#writer = newWriter(segment, file)
     return this.#writer
   }
 
-  async #roll(base: bigint): Promise<{ segment: Segment; file: FileHandle }> {
+  async #roll(base: bigint): Promise<Writer> {
     // The full segment's records (ours, or those of a process whose flush is
     // still running) reach the disk before any record of the next segment
     // can be acknowledged.
@@ -550,12 +560,6 @@ export class LogCore {
     await this.#createSegment(base)
     return this.#writerFor(this.#tailSegment()!)
   }
-
-
-
-
-
-
 
   async #createSegment(base: bigint): Promise<void> {
     await createSegmentFile(this.dir, base, this.options.sync)

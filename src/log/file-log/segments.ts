@@ -2,7 +2,7 @@ import { link, open, unlink, writeFile, type FileHandle } from 'node:fs/promises
 import { join } from 'node:path'
 import { fsyncDir } from '../../util/index.js'
 import type { LogEntry } from '../revisioned-log.js'
-import { RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, encodeSegmentHeader, scanSegment, scanSegmentBatches, segmentHeaderProblem, zeroFrom, type ScanStep } from '../record.js'
+import { RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, encodeSegmentHeader, scanSegment, scanSegmentBatches, segmentHeaderProblem, zeroFrom, type PositionalReads, type ScanStep } from '../record.js'
 import { corrupt, io, ioError, truncated } from './io.js'
 
 export const SEGMENT_NAME = /^(\d{20})\.seg$/
@@ -20,6 +20,11 @@ export interface Segment {
   knownRevision: bigint
 }
 
+/** A file to read a segment through (its own descriptor, or the writer's: writer.ts), closed by its reader. */
+export interface SegmentFile extends PositionalReads {
+  close(): Promise<void>
+}
+
 /** A segment not scanned yet. */
 export function newSegment(dir: string, base: bigint): Segment {
   return {
@@ -33,24 +38,26 @@ export function newSegment(dir: string, base: bigint): Segment {
 
 /**
  * Reads the records from `revision` up to `stop` out of the segments (a
- * getter: a refresh may list them again meanwhile). One batch per chunk read
- * from a segment; the entries share the chunk, which is never written again.
+ * getter: a refresh may list them again meanwhile), each through the file
+ * `openFile` gives. One batch per chunk read from a segment; the entries
+ * share the chunk, which is never written again.
  */
 export async function* readSegmentBatches(
   dir: string,
   segments: () => readonly Segment[],
-  range: { from: bigint; stop: bigint; oldest: bigint },
+  range: { from: bigint; stop: bigint },
   maxRecordBytes: number,
   assertOpen: () => void,
+  openFile: (segment: Segment) => Promise<SegmentFile>,
 ): AsyncGenerator<LogEntry[]> {
-  const { from, stop, oldest } = range
+  const { from, stop } = range
   let revision = from
   let index = segmentIndex(segments(), revision)
   while (revision < stop) {
     assertOpen()
     const segment = segments()[index]
     if (segment === undefined) break
-    const file = await openSegment(dir, segment, from, oldest)
+    const file = await openFile(segment)
     try {
       const start = seek(segment, revision)
       let at = start.revision
