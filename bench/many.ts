@@ -7,7 +7,10 @@
  *   npm run bench -- many [--partitions 1024] [--mb 4] [--value-bytes 1000] [--rate 5000] [--seconds 20] [--rounds 3] [--interval-ms 5000]
  *
  * Each partition is first filled with --mb MiB of state (events of
- * --value-bytes, one key each) and its processor catches up. Then --rounds
+ * --value-bytes, one key each) and its processor catches up; the run then
+ * waits until every partition has a snapshot of its whole fill
+ * (`drainSeconds`: the catch-up made all of them due at once, and the
+ * pacer starts 16 per interval). Then --rounds
  * interleaved pairs of --seconds windows write the same total event rate
  * (--rate events/s, keys at random within each partition's, so the state
  * stays its size): over every partition (`many`), and over the first 16
@@ -43,7 +46,8 @@
  *
  * peakRssMB is the process's peak RSS (getrusage); `peakRssMBByPhase` the
  * highest RSS in each phase (the fill's appends, the processors' start and
- * catch-up of their backlogs, the windows), sampled as the snapshot bench
+ * catch-up of their backlogs, the drain of the snapshots the catch-up
+ * made due, the windows), sampled as the snapshot bench
  * does (phasePeaks).
  * `memoryAtPeakMB`: process.memoryUsage() at each phase's highest RSS
  * (V8's heap, the buffers; the rest of the RSS is native, mostly LevelDB).
@@ -96,6 +100,9 @@ export async function run(args: string[]): Promise<void> {
   const running: Array<Promise<void>> = []
   let committed = 0
   let snapshotsTaken = 0
+  // Partitions with a snapshot of their whole fill, and the wait for all of them (see `drainSeconds`).
+  const caughtUp = new Set<number>()
+  let drained = (): void => {}
   try {
     const keys = Math.max(1, Math.floor(opts.mb * MiB / opts['value-bytes']))
     const t0 = performance.now()
@@ -108,7 +115,10 @@ export async function run(args: string[]): Promise<void> {
         ownership: { memberLease: lease },
       })
       processor.on('commit', ({ events }) => { committed += events })
-      processor.on('snapshot', () => { snapshotsTaken++ })
+      processor.on('snapshot', (r) => {
+        snapshotsTaken++
+        if (r.positions.some((at) => at.offset >= BigInt(keys - 1)) && caughtUp.add(p).size === opts.partitions) drained()
+      })
       processor.on('snapshot-failed', (error) => process.stderr.write(`many: snapshot of ${p} failed: ${error.message}\n`))
       parts.push({ log, processor, keys })
     }
@@ -126,6 +136,18 @@ export async function run(args: string[]): Promise<void> {
       while ((part.processor.offset ?? -1n) < BigInt(part.keys - 1)) await new Promise((resolve) => setTimeout(resolve, 100))
     })
     const fillSeconds = (performance.now() - t0) / 1000
+    // Every partition committed its catch-up and is due by time: the pacer
+    // starts their snapshots `slots` per interval, minutes of them. The
+    // windows compare the steady state, so they start when each partition
+    // has a snapshot of its whole fill (before this wait, a window counted
+    // the backlog's uploads as they completed, whichever side it fell in).
+    sampled.phase('drain')
+    const t1 = performance.now()
+    await new Promise<void>((resolve) => {
+      drained = resolve
+      if (caughtUp.size === opts.partitions) resolve()
+    })
+    const drainSeconds = (performance.now() - t1) / 1000
     sampled.phase('windows')
 
     const window = async (targets: readonly Partition[], shapes: Map<string, number>): Promise<{ rate: number; written: number; requests: number; snapshots: number }> => {
@@ -185,6 +207,7 @@ export async function run(args: string[]): Promise<void> {
       seconds: opts.seconds,
       intervalMs: opts['interval-ms'],
       fillSeconds: round(fillSeconds, 1),
+      drainSeconds: round(drainSeconds, 1),
       manyCommitRate: many.map((x) => Math.round(x)),
       fewCommitRate: few.map((x) => Math.round(x)),
       ...prefixed('manyRatio', pairedRatio(ratios)),
