@@ -130,7 +130,7 @@ const GROUP = [...SNAPSHOTS, 'src/runtime', 'src/ownership', 'src/log', 'src/out
 /** The `many` bench's highest RSS sampled in each phase. */
 function phases(value: unknown): string | undefined {
   if (value === null || typeof value !== 'object') return undefined
-  const names: Record<string, string> = { fill: 'appending the backlogs', catchUp: 'starting and catching up', windows: 'in the windows' }
+  const names: Record<string, string> = { fill: 'appending the backlogs', catchUp: 'starting and catching up', drain: 'waiting for the catch-up\'s snapshots', windows: 'in the windows' }
   const parts = Object.entries(value as Record<string, unknown>).flatMap(([phase, mb]) => (phase in names && typeof mb === 'number' ? [`${names[phase]} ${mb}`] : []))
   return parts.length === 0 ? undefined : `RSS at most ${parts.join(', ')} MB`
 }
@@ -246,6 +246,7 @@ export const ROWS: readonly Row[] = [
       ratio(f, 'manyRatio'),
       phrase(f, ['snapshotRequestsPerMinute', 'fewSnapshotRequestsPerMinute'], (a, b) => `snapshot-store requests ${a} per minute vs ${b} while only 16 are written (the others open and idle: their claims and the lease count on both sides)`),
       phrase(f, ['snapshotsTaken', 'fewSnapshotsTaken'], (a, b) => `snapshots taken ${int(a)} vs ${int(b)}`),
+      phrase(f, ['drainSeconds'], (s) => `the snapshots the catch-up made due drained in ${s} s, before the windows`),
       phrase(f, ['peakRssMB', 'budgetMemoryMB'], (a, b) => `\`peakRssMB\` ${a} (budget ${b} MiB)`),
       phases(lookup(f, 'peakRssMBByPhase')),
       phrase(f, ['openFdsMax', 'storeFdsMax', 'logFdsMax'], (a, b, c) => `at most ${int(a)} descriptors open (${int(b)} on the stores, ${int(c)} on the logs)`),
