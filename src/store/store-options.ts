@@ -1,6 +1,6 @@
 import { TidemarkError } from '../errors.js'
 import { describeValue } from '../util/describe-value.js'
-import { MIN_LEVEL_BYTES, MIN_OPEN_FILES, SHARE_CAP, tableBytesFor, type StoreShare } from './budget/budget-options.js'
+import { MIN_LEVEL_BYTES, MIN_OPEN_FILES, SHARE_CAP, type StoreShare } from './budget/budget-options.js'
 import type { LevelOptions } from './store-dir.js'
 import { defaultStoreBudget, StoreBudget } from './budget/store-budget.js'
 import { MAX_KEY_BYTES } from './keys.js'
@@ -119,14 +119,37 @@ export function resolveStoreOptions(options: PartitionStoreOptions): { path: str
   return { path, create, resolved, byName }
 }
 
-/** What a LevelDB opens with: the explicit sizes, else the budget's share. */
+/** LevelDB's table size (max_file_size) at its default max_open_files, and the largest a store writes (tableBytesFor). */
+const LEVELDB_TABLE_BYTES = 2 * 1024 * 1024
+const MAX_TABLE_BYTES = 8 * 1024 * 1024
+
+/**
+ * LevelDB's table size (max_file_size) for a store that may keep
+ * `maxOpenFiles` files open, given or its share:
+ * LevelDB's 2 MiB at its default 1,000, and inversely larger as the share
+ * shrinks, up to MAX_TABLE_BYTES (8 MiB from a share of 250). A store's
+ * descriptors are its tables (beyond the 1,000 the process maps) plus 4, so
+ * a small partition among many must hold its data in few tables: at 2 MiB a
+ * partition of 4 MiB kept 3 to 5 open (level 1's 2 or 3 and level 0's
+ * flushes), and 1,024 of them 3,300 descriptors of tables alone (issue 38).
+ * Larger tables cost a compaction nothing for keys that arrive at random
+ * (level 0 overlaps all of level 1 either way); what grows is the unit a
+ * compaction of a large store's deeper levels works in, which is why the
+ * size stops at 8 MiB.
+ */
+function tableBytesFor(maxOpenFiles: number): number {
+  const bytes = Math.floor((LEVELDB_TABLE_BYTES * SHARE_CAP.maxOpenFiles) / maxOpenFiles)
+  return Math.min(MAX_TABLE_BYTES, Math.max(LEVELDB_TABLE_BYTES, bytes - (bytes % MIN_LEVEL_BYTES)))
+}
+
+/** What a LevelDB opens with: the explicit sizes, else the budget's share; the table size follows maxOpenFiles. */
 export function levelOptionsOf(explicit: ExplicitSizes, share: StoreShare): LevelOptions {
+  const maxOpenFiles = explicit.maxOpenFiles ?? share.maxOpenFiles
   return {
     cacheSize: explicit.cacheSize ?? share.cacheSize,
     writeBufferSize: explicit.writeBufferSize ?? share.writeBufferSize,
-    maxOpenFiles: explicit.maxOpenFiles ?? share.maxOpenFiles,
-    // Follows the descriptors the store may keep, given or shared.
-    maxFileSize: explicit.maxOpenFiles === undefined ? share.maxFileSize : tableBytesFor(explicit.maxOpenFiles),
+    maxOpenFiles,
+    maxFileSize: tableBytesFor(maxOpenFiles),
   }
 }
 

@@ -159,14 +159,16 @@ describe('idle close', () => {
 describe('shares', () => {
   it('stores share the budget: shares shrink as stores open, value caches at once, LevelDB sizes by closing the stores above their share', async () => {
     const { budget } = manualBudget({ memoryBytes: 8 * MiB, idleCloseMs: 0 })
-    expect(budget.share).toEqual({ writeBufferSize: 1677721, cacheSize: 3355442, valueCacheBytes: 1677721, maxOpenFiles: 1000, maxFileSize: 2 * MiB })
+    expect(budget.share).toEqual({ writeBufferSize: 1677721, cacheSize: 3355442, valueCacheBytes: 1677721, maxOpenFiles: 1000 })
+    expect(levelOptionsOf({}, budget.share).maxFileSize).toBe(2 * MiB)
     const stores: PartitionStore[] = []
     for (let i = 0; i < 8; i++) {
       stores.push(await openStore({ path: tempDir(), budget }))
       await put(stores[i]!, 'a', i, 0n)
     }
     expect(budget.stores).toBe(8)
-    expect(budget.share).toEqual({ writeBufferSize: 209715, cacheSize: 419430, valueCacheBytes: 209715, maxOpenFiles: 1000, maxFileSize: 2 * MiB })
+    expect(budget.share).toEqual({ writeBufferSize: 209715, cacheSize: 419430, valueCacheBytes: 209715, maxOpenFiles: 1000 })
+    expect(levelOptionsOf({}, budget.share).maxFileSize).toBe(2 * MiB)
     await budget.closeIdle()
     expect(budget.heldBytes).toBeLessThanOrEqual(8 * MiB)
     // Those that closed to shrink reopen at today's share and hold what they held.
@@ -185,7 +187,7 @@ describe('shares', () => {
   it('a share of fewer descriptors writes larger tables: LevelDB\'s 2 MiB at 1,000, up to 8 MiB from 250', () => {
     // A small partition among many must hold its data in few tables: each one
     // beyond the 1,000 the process maps holds a descriptor (issue 38).
-    const tables = (maxOpenFiles: number): number[] => [maxOpenFiles, new StoreBudget({ maxOpenFiles }).share.maxFileSize]
+    const tables = (maxOpenFiles: number): number[] => [maxOpenFiles, levelOptionsOf({}, new StoreBudget({ maxOpenFiles }).share).maxFileSize]
     expect([8192, 1000, 500, 250, 74].map(tables)).toEqual([[8192, 2 * MiB], [1000, 2 * MiB], [500, 4 * MiB], [250, 8 * MiB], [74, 8 * MiB]])
     // A store given maxOpenFiles gets the table size of that figure; one without, its share's.
     const share = new StoreBudget({ maxOpenFiles: 500 }).share

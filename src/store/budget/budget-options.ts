@@ -43,8 +43,6 @@ export interface StoreShare {
   cacheSize: number
   valueCacheBytes: number
   maxOpenFiles: number
-  /** LevelDB's max_file_size: the size of a table it writes, larger as `maxOpenFiles` is smaller (tableBytesFor). */
-  maxFileSize: number
 }
 
 /** LevelDB's floor for a memtable (it clips write_buffer_size to it), and ours for its block cache. */
@@ -57,10 +55,7 @@ export const SHARE_CAP: Readonly<StoreShare> = Object.freeze({
   cacheSize: 8 * 1024 * 1024,
   valueCacheBytes: 4 * 1024 * 1024,
   maxOpenFiles: 1000,
-  maxFileSize: 2 * 1024 * 1024,
 })
-/** The largest table a share's LevelDB writes (tableBytesFor). */
-export const MAX_TABLE_BYTES = 8 * 1024 * 1024
 
 export function resolveBudgetOptions(options: StoreBudgetOptions): ResolvedBudgetOptions {
   if (options === null || typeof options !== 'object') throw new TypeError(`StoreBudget options must be an object, got ${describeValue(options)}`)
@@ -97,32 +92,12 @@ export function resolveBudgetOptions(options: StoreBudgetOptions): ResolvedBudge
 export function shareOf(budget: ResolvedBudgetOptions, stores: number): StoreShare {
   const n = Math.max(1, stores)
   const unit = Math.floor(budget.memoryBytes / n / 5)
-  const maxOpenFiles = clamp(Math.floor(budget.maxOpenFiles / n), MIN_OPEN_FILES, SHARE_CAP.maxOpenFiles)
   return {
     writeBufferSize: clamp(unit, MIN_LEVEL_BYTES, SHARE_CAP.writeBufferSize),
     cacheSize: clamp(2 * unit, MIN_LEVEL_BYTES, SHARE_CAP.cacheSize),
     valueCacheBytes: Math.min(unit, SHARE_CAP.valueCacheBytes),
-    maxOpenFiles,
-    maxFileSize: tableBytesFor(maxOpenFiles),
+    maxOpenFiles: clamp(Math.floor(budget.maxOpenFiles / n), MIN_OPEN_FILES, SHARE_CAP.maxOpenFiles),
   }
-}
-
-/**
- * The table size for a store that may keep `maxOpenFiles` files open:
- * LevelDB's 2 MiB at its default 1,000, and inversely larger as the share
- * shrinks, up to MAX_TABLE_BYTES (8 MiB from a share of 250). A store's
- * descriptors are its tables (beyond the 1,000 the process maps) plus 4, so
- * a small partition among many must hold its data in few tables: at 2 MiB a
- * partition of 4 MiB kept 3 to 5 open (level 1's 2 or 3 and level 0's
- * flushes), and 1,024 of them 3,300 descriptors of tables alone (issue 38).
- * Larger tables cost a compaction nothing for keys that arrive at random
- * (level 0 overlaps all of level 1 either way); what grows is the unit a
- * compaction of a large store's deeper levels works in, which is why the
- * size stops at 8 MiB.
- */
-export function tableBytesFor(maxOpenFiles: number): number {
-  const bytes = Math.floor((SHARE_CAP.maxFileSize * SHARE_CAP.maxOpenFiles) / maxOpenFiles)
-  return clamp(bytes - (bytes % MIN_LEVEL_BYTES), SHARE_CAP.maxFileSize, MAX_TABLE_BYTES)
 }
 
 function clamp(v: number, min: number, max: number): number {
