@@ -47,9 +47,10 @@ export function now(): number {
 
 /** One thing a member reported, on the shared clock. */
 export type GroupEvent =
+  | { t: 'starting'; at: number; member: string }
   | { t: 'assignment'; at: number; member: string; partitions: number[]; warmups: number[]; standbys: number[] }
   | { t: 'started'; at: number; member: string; partition: number; source: string; bytesDownloaded: number; claimWaitMs: number; restoreMs: number }
-  | { t: 'closed'; at: number; member: string; partition: number; reason: string }
+  | { t: 'closed'; at: number; member: string; partition: number; reason: string; handoff?: 'snapshot' | 'skipped' | 'timeout' | 'lost' | 'failed' }
   | { t: 'commit'; at: number; member: string; partition: number; offset: string }
   | { t: 'synced'; at: number; member: string; partition: number; bytesDownloaded: number }
   | { t: 'failed'; at: number; member: string; partition: number; error: string }
@@ -63,6 +64,8 @@ export interface MemberSpec {
   roundRobin?: boolean
   /** Scheduled snapshots of each partition, ms apart; 0: none but the hand-offs. */
   snapshotEveryMs?: number
+  /** A child member loads, then waits for Member.go() to call start(). */
+  holdStart?: boolean
 }
 
 /** What a member process needs besides its spec (JSON on its argv). */
@@ -93,9 +96,9 @@ function startTraceLogger(member: string): Logger {
   const quiet = (): void => undefined
   return {
     debug: (fields, message) => {
-      if (message !== 'partition start') return
+      if (message !== 'partition start' && message !== 'partition close') return
       const f = fields as { topic: string; partition: number; step: string; ms: number }
-      process.stderr.write(`[trace ${member}] ${f.topic}/${f.partition} ${f.step} +${f.ms} ms\n`)
+      process.stderr.write(`[trace ${member}] ${now().toFixed(0)} ${message.slice(10)} ${f.topic}/${f.partition} ${f.step} +${f.ms} ms\n`)
     },
     info: quiet,
     warn: quiet,
@@ -119,7 +122,7 @@ export function memberConsumer(shared: SharedSpec, spec: MemberSpec, store: Snap
     handoff: { minEvents: 1000 },
     standbys: spec.standbys ?? 0,
     standby: { intervalMs: 500 },
-    // GROUP_TRACE=1: each partition's start steps (claimed, restored, opened, ready), ms since the assignment, on stderr.
+    // GROUP_TRACE=1: each partition's start and close steps (claimed, restored, ready; hand-off, released), ms since each began, on stderr.
     ...(process.env.GROUP_TRACE === '1' ? { logger: startTraceLogger(spec.name) } : {}),
     ...(spec.warmup === undefined ? {} : { warmup: spec.warmup }),
     ...(spec.roundRobin === true ? { partitionAssigners: [PartitionAssigners.roundRobin] } : {}),
@@ -128,7 +131,10 @@ export function memberConsumer(shared: SharedSpec, spec: MemberSpec, store: Snap
   const ix = (tp: { topic: string; partition: number }): number => indexOf(shared, tp)
   consumer.on('assignment', (a) => say({ t: 'assignment', at: now(), member, partitions: a.partitions.map(ix), warmups: a.warmups.map(ix), standbys: a.standbys.map(ix) }))
   consumer.on('partition-started', (s) => say({ t: 'started', at: now(), member, partition: ix(s), source: s.source, bytesDownloaded: s.bytesDownloaded, claimWaitMs: s.claimWaitMs, restoreMs: s.restoreMs }))
-  consumer.on('partition-closed', (c) => say({ t: 'closed', at: now(), member, partition: ix(c), reason: c.reason }))
+  consumer.on('partition-closed', (c) => {
+    const handoff = c.handoff !== undefined ? 'snapshot' : c.handoffSkipped !== undefined ? 'skipped' : c.handoffFailed
+    say({ t: 'closed', at: now(), member, partition: ix(c), reason: c.reason, ...(handoff === undefined ? {} : { handoff }) })
+  })
   consumer.on('commit', (c) => say({ t: 'commit', at: now(), member, partition: ix(c), offset: String(c.offset) }))
   consumer.on('standby', (s) => { if (s.event.type === 'synced') say({ t: 'synced', at: now(), member, partition: ix(s), bytesDownloaded: s.event.bytesDownloaded }) })
   consumer.on('partition-failed', (f) => say({ t: 'failed', at: now(), member, partition: ix(f), error: f.error.message }))
@@ -141,6 +147,8 @@ export interface Member {
   close(leaveGroup?: boolean): Promise<void>
   /** Only for a child. */
   kill?(signal: NodeJS.Signals): void
+  /** Only for a child spawned with holdStart: its start() goes ahead. */
+  go?(): void
 }
 
 export class GroupBench {
@@ -208,7 +216,9 @@ export class GroupBench {
     while (!cond()) {
       if (performance.now() > report) {
         report += 10_000
-        this.log(`waiting for ${what}; running ${[...this.members.keys()].map((m) => `${m}:${this.running(m).join(',')}`).join(' ')}`)
+        // Counts only beyond a few dozen partitions (the many-group bench's 1,024).
+        const list = (m: string): string => { const on = this.running(m); return on.length > 32 ? String(on.length) : on.join(',') }
+        this.log(`waiting for ${what}; running ${[...this.members.keys()].map((m) => `${m}:${list(m)}`).join(' ')}`)
       }
       const left = deadline - performance.now()
       if (left <= 0) throw new Error(`${this.name}: timed out waiting for ${what}`)
@@ -271,10 +281,15 @@ export class GroupBench {
 
   /** Produces one message to each partition named (bench numbers), in one request. */
   async #send(messages: Array<{ partition: number; key: string; value: Buffer }>): Promise<void> {
-    const topicMessages = this.shared.topics.map((topic) => ({
-      topic,
-      messages: messages.filter((m) => topicPartition(this.shared, m.partition).topic === topic).map((m) => ({ key: m.key, value: m.value, partition: topicPartition(this.shared, m.partition).partition })),
-    })).filter((t) => t.messages.length > 0)
+    // Grouped in one pass: the many-group bench sends to 1,024 partitions of 256 topics every TRICKLE_MS.
+    const byTopic = new Map<string, Array<{ key: string; value: Buffer; partition: number }>>()
+    for (const m of messages) {
+      const tp = topicPartition(this.shared, m.partition)
+      let list = byTopic.get(tp.topic)
+      if (list === undefined) byTopic.set(tp.topic, list = [])
+      list.push({ key: m.key, value: m.value, partition: tp.partition })
+    }
+    const topicMessages = [...byTopic].map(([topic, list]) => ({ topic, messages: list }))
     // The time of the call, not of the ack: the earliest a record can wait, so a gap measured from it is never shorter.
     const at = now()
     const metas = await this.producer.sendBatch({ acks: -1, topicMessages })
@@ -361,15 +376,15 @@ export class GroupBench {
     await this.until(`the ${count} to be balanced`, () => names.every((m) => options.balanced(this.running(m).length)))
   }
 
-  /** A member in a child process (bench/_group-member.ts), which the bench can SIGKILL. Resolves once it joined. */
+  /** A member in a child process (bench/_group-member.ts), which the bench can SIGKILL. Resolves once it joined (with holdStart: once it loaded). */
   async child(spec: MemberSpec): Promise<Member> {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_group-member.ts'), JSON.stringify(this.shared), JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_group-member.ts'), JSON.stringify(this.shared), JSON.stringify(spec)], { stdio: [spec.holdStart === true ? 'pipe' : 'ignore', 'pipe', 'inherit'] })
     this.#children.add(child)
     let ready!: () => void
     const joined = new Promise<void>((resolve) => { ready = resolve })
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      const e = JSON.parse(line) as GroupEvent | { t: 'ready' }
-      if (e.t === 'ready') ready()
+      const e = JSON.parse(line) as GroupEvent | { t: 'ready' } | { t: 'loaded' }
+      if (e.t === 'ready' || e.t === 'loaded') ready()
       else this.record(e)
     })
     const exited = new Promise<void>((resolve) => child.once('exit', () => { this.#children.delete(child); resolve() }))
@@ -377,6 +392,7 @@ export class GroupBench {
       spec,
       close: async () => { child.kill('SIGTERM'); await exited },
       kill: (signal) => { child.kill(signal) },
+      ...(spec.holdStart === true ? { go: () => { child.stdin!.end('go\n') } } : {}),
     }
     this.members.set(spec.name, member)
     await Promise.race([joined, exited.then(() => { throw new Error(`member ${spec.name} exited before it joined`) })])

@@ -55,6 +55,13 @@ export const TARGETS: Readonly<Record<string, readonly Target[]>> = {
     { field: 'manyRatio', op: '>=', bound: 0.8, issue: 38 },
     { field: 'snapshotRequestsRatio', op: '<=', bound: 1.2, issue: 38 },
   ],
+  // The group half of issue 38's `many`: 4 StatefulConsumer members, a process each, 1,024 partitions on the Kafka mock.
+  'many-group': [
+    { field: 'groupMoved', per: 'groupMovedMinimum', op: '<=', bound: 1, issue: 38 },
+    { field: 'groupTidemarkGapMsMax', op: '<=', bound: 1000, issue: 38 },
+    { field: 'handoffAllMs', op: '<=', bound: 10000, issue: 38 },
+    { field: 'startAllMs', op: '<=', bound: 30000, issue: 38 },
+  ],
   // Against at-least-once (the same records sent after each commit); `emitRatio` and `emitHeldRatio` are for information.
   outputs: [{ field: 'eoRatio', op: '>=', bound: 0.85, issue: 30 }, { field: 'deliveryRatio', op: '>=', bound: 0.8, issue: 9 }],
   requests: [
@@ -250,6 +257,19 @@ export const ROWS: readonly Row[] = [
       phrase(f, ['peakRssMB', 'budgetMemoryMB'], (a, b) => `\`peakRssMB\` ${a} (budget ${b} MiB)`),
       phases(lookup(f, 'peakRssMBByPhase')),
       phrase(f, ['openFdsMax', 'storeFdsMax', 'logFdsMax'], (a, b, c) => `at most ${int(a)} descriptors open (${int(b)} on the stores, ${int(c)} on the logs)`),
+    ]),
+  },
+  {
+    name: 'many-group',
+    run: ['many-group'],
+    what: 'a StatefulConsumer job of 4 members, a process each, running 1,024 partitions of 4 MiB on the Kafka mock (256 topics of 4), file-system snapshots, a record to every partition every 200 ms: every member restarted on its stores, then a fifth member joining with warm-up on, then a SIGTERM of one of the first four',
+    measures: GROUP,
+    figures: (f) => clauses([
+      phrase(f, ['startAllMs', 'startedFromLocal', 'startAllCommittedMs'], (a, n, c) => `restart: every partition started ${int(a)} ms after the members' start() (${int(n)} from local stores), committed after ${int(c)} ms`),
+      phrase(f, ['groupMoved', 'groupMovedMinimum', 'stayedReopened'], (m, n, r) => `scale-out: ${int(m)} moved (minimum ${int(n)}), ${int(r)} others reopened`),
+      phrase(f, ['groupTidemarkGapMsMax', 'groupClaimWaitMsMax', 'groupRestoreMsMax'], (g, c, r) => `assignment to first commit ≤ ${int(g)} ms (release wait ${int(c)}, start ${int(r)})`),
+      phrase(f, ['handoffAllMs', 'handoffPartitions', 'handoffSnapshots'], (h, n, s) => `SIGTERM: ${int(n)} partitions handed off in ${int(h)} ms (${int(s)} hand-off snapshots)`),
+      phrase(f, ['handoffResumedMs'], (x) => `running elsewhere after ${int(x)} ms (the group's round included)`),
     ]),
   },
   {

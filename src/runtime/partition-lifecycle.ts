@@ -26,6 +26,7 @@ import { StateSizeWatch, type StateSizeSettings } from './state-size.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
 import { ProgressMeter } from './progress.js'
 import { ClaimKeeper } from './claim-keeper.js'
+import { leadOver, sinceSnapshot } from './since-snapshot.js'
 import type { LifecycleEvents } from './lifecycle-events.js'
 
 export type { LifecycleEvents, OwnershipEvent } from './lifecycle-events.js'
@@ -155,6 +156,9 @@ export class PartitionLifecycle {
   #claim: Claim | undefined
   #keeper: ClaimKeeper | undefined
   #claimWaitMs = 0
+  /** Offsets the store was past the snapshot its start restored or compared it with (since-snapshot.ts); undefined: none, or reset. */
+  #leadAtStart: number | undefined
+  #wasReset = false
   #size: StateSizeWatch | undefined
   #failure: { error: unknown } | undefined
   /** The last snapshot failure that did not stop the partition: a failed hand-off carries it. */
@@ -266,6 +270,7 @@ export class PartitionLifecycle {
       this.#size = new StateSizeWatch(o)
       await this.#size.started(restored?.source === 'snapshot' ? restored.verifiedFiles?.reduce((sum, f) => sum + f.size, 0) : undefined)
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
+      this.#leadAtStart = this.#wasReset ? undefined : leadOver(restored?.snapshot?.positions, this.#store.position(o.topic, o.partition), o)
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
       if (o.snapshots !== undefined) this.#startSnapshots(o.snapshots, known, restored)
@@ -308,6 +313,7 @@ export class PartitionLifecycle {
 
   /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */
   async resetStore(): Promise<PartitionStore> {
+    this.#wasReset = true
     await this.#store?.close()
     this.#store = undefined
     await rm(this.#o.path, { recursive: true, force: true })
@@ -502,17 +508,9 @@ export class PartitionLifecycle {
     }
   }
 
-  /**
-   * What was committed since this owner's last snapshot, which a new one
-   * would cover ('nothing': that snapshot covers the store). Undefined while
-   * a snapshot is in flight or before this owner committed one (the one it
-   * restored may not hold what its start did to the store).
-   */
+  /** Since the partition's last snapshot (since-snapshot.ts). */
   #sinceSnapshot(): { events: number; bytes: number } | 'nothing' | undefined {
-    const scheduler = this.#scheduler
-    if (scheduler === undefined || scheduler.inFlight || this.#snapshotter?.lastCommitted === undefined) return undefined
-    const pending = scheduler.pending
-    return pending.events === 0 && pending.bytes === 0 ? 'nothing' : pending
+    return this.#scheduler === undefined ? undefined : sinceSnapshot(this.#scheduler, this.#snapshotter?.lastCommitted !== undefined, this.#leadAtStart)
   }
 
   /** The claim is gone: the partition stops within the batch in flight. */

@@ -39,7 +39,8 @@ describe('StatefulConsumer: handoff.minEvents', () => {
     }
 
     // A new member with an empty state dir restores the snapshot at 99 and replays 100..119.
-    const b = new StatefulConsumer<WordEvent>({ ...options, stateDir: tempDir() })
+    const bDir = tempDir()
+    const b = new StatefulConsumer<WordEvent>({ ...options, stateDir: bDir })
     onTestFinished(async () => { await b.close() })
     const starts: PartitionStarted[] = []
     b.on('partition-started', (s) => starts.push(s))
@@ -48,5 +49,23 @@ describe('StatefulConsumer: handoff.minEvents', () => {
     expect(starts.map((s) => [s.partition, s.source, s.position])).toEqual(expect.arrayContaining(PARTITIONS.map((p) => [p, 'snapshot', 99n])))
     const records = byPartition([...first, ...tail])
     for (const p of PARTITIONS) expect(await readState(b.store(topic, p)!)).toEqual(fold(records.get(`${topic}-${p}`)!))
+
+    // b never took a snapshot of its own: the 20 it replayed count from the one it restored.
+    for (const c of (await b.close()).partitions) {
+      expect(c.handoff).toBeUndefined()
+      expect(c.handoffSkipped).toEqual({ eventsSinceSnapshot: 20 })
+    }
+    // A restart on b's state dir finds its stores at 119, 20 past the snapshot, and commits nothing new: still 20.
+    const c = new StatefulConsumer<WordEvent>({ ...options, stateDir: bDir })
+    onTestFinished(async () => { await c.close() })
+    const restarted: PartitionStarted[] = []
+    const allStarted = new Promise<void>((resolve) => c.on('partition-started', (s) => { if (restarted.push(s) === PARTITIONS.length) resolve() }))
+    await c.start()
+    await allStarted
+    expect(restarted.map((s) => [s.partition, s.source, s.position])).toEqual(expect.arrayContaining(PARTITIONS.map((p) => [p, 'local', 119n])))
+    for (const closedAgain of (await c.close()).partitions) {
+      expect(closedAgain.handoff).toBeUndefined()
+      expect(closedAgain.handoffSkipped).toEqual({ eventsSinceSnapshot: 20 })
+    }
   })
 })

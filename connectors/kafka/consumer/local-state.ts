@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PartitionStore } from '../../../src/store/index.js'
+import { mapLimit } from '../../../src/util/index.js'
 import { SnapshotFollower, SnapshotPacer, type FollowerClock, type SnapshotFollowerEvent, type SnapshotFollowerStatus } from '../../../src/snapshot/index.js'
 import type { AssignmentInfo, LocalCopy, MemberState } from './assignor-metadata.js'
 import type { ResolvedConsumerOptions } from './options.js'
@@ -17,6 +18,8 @@ import type { TransferPriority } from './transfer-priority.js'
 /** The consumer options that local state reads. */
 /** How many standby sync intervals a warm copy waits for the member's other warm-ups before it asks for its move alone. */
 const WARM_BATCH_WAITS = 10
+/** Stores findOnDisk opens at once (LevelDB's opens run on libuv's pool of 4 threads). */
+const FIND_CONCURRENCY = 8
 
 type LocalStateOptions = Pick<ResolvedConsumerOptions<unknown>, 'job' | 'stateDir' | 'topics' | 'logger' | 'snapshots' | 'standby' | 'handoff' | 'warmup'>
 
@@ -74,25 +77,32 @@ export class LocalState {
     } catch {
       return
     }
-    for (const topic of topics) {
-      for (const name of names) {
-        const match = name.startsWith(`${topic}-`) ? /^(\d+)$/.exec(name.slice(topic.length + 1)) : null
-        if (match === null) continue
-        const partition = Number(match[1])
+    const wanted = new Set(topics)
+    const found = names.flatMap((name) => {
+      const dash = name.lastIndexOf('-')
+      const topic = name.slice(0, dash)
+      return dash > 0 && wanted.has(topic) && /^\d+$/.test(name.slice(dash + 1)) ? [{ name, topic, partition: Number(name.slice(dash + 1)) }] : []
+    })
+    // Several at once: a member restarted with hundreds of stores reads them
+    // all before it joins, and each open replays the store's write-ahead log.
+    const positions = await mapLimit(found, FIND_CONCURRENCY, async ({ name, topic, partition }) => {
+      try {
+        const store = await PartitionStore.open({ path: join(stateDir, name), create: false })
         try {
-          const store = await PartitionStore.open({ path: join(stateDir, name), create: false })
-          try {
-            const position = store.position(topic, partition)
-            if (position !== undefined) this.#copies.set(name, { topic, partition, position })
-          } finally {
-            await store.close()
-          }
-        } catch (error) {
-          // Not a store (or a damaged one): nothing to advertise; its task restores it as it would anyway.
-          logger.warn({ job, path: join(stateDir, name), err: error }, 'a directory in stateDir is no partition store that opens; not advertised')
+          return store.position(topic, partition)
+        } finally {
+          await store.close()
         }
+      } catch (error) {
+        // Not a store (or a damaged one): nothing to advertise; its task restores it as it would anyway.
+        logger.warn({ job, path: join(stateDir, name), err: error }, 'a directory in stateDir is no partition store that opens; not advertised')
+        return undefined
       }
-    }
+    })
+    found.forEach(({ name, topic, partition }, i) => {
+      const position = positions[i]
+      if (position !== undefined) this.#copies.set(name, { topic, partition, position })
+    })
   }
 
   /** A task closed here: its store stays, at this position. */

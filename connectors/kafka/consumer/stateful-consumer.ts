@@ -417,12 +417,9 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     })().catch((error: unknown) => this.emit('partition-failed', { ...tp, error: partitionError(tp, error) }))
   }
 
+  /** From the fetcher: the bounds of every partition asked for in one turn go in one request pair. */
   #watermarks(topic: string, partition: number): Promise<{ low: bigint; high: bigint }> {
-    return this.#admin.fetchTopicOffsets(topic).then((offsets) => {
-      const p = offsets.find((o) => o.partition === partition)
-      if (p === undefined) throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `topic ${topic} has no partition ${partition}`)
-      return { low: BigInt(p.low), high: BigInt(p.high) }
-    })
+    return this.#fetcher.watermarks({ topic, partition })
   }
 
   #services(): TaskServices {

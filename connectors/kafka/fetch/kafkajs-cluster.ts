@@ -43,6 +43,8 @@ export interface KafkajsCluster {
   refreshMetadataIfNecessary(): Promise<void>
   findLeaderForPartitions(topic: string, partitions: number[]): Record<string, number[]>
   findBroker(query: { nodeId: string }): Promise<KafkajsBroker>
+  /** ListOffsets of the partitions named, per leader: the latest offsets, or the earliest with fromBeginning. */
+  fetchTopicsOffset(topics: Array<{ topic: string; fromBeginning: boolean; partitions: Array<{ partition: number }> }>): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>
 }
 
 /** kafkajs's Batch: `messages` is what a consumer hands on; `messagesWithinOffset` also holds control and aborted records. */

@@ -1,6 +1,7 @@
 import type { Kafka, KafkaMessage } from 'kafkajs'
 import { Slots } from '../../../src/util/index.js'
 import { kafkajsInternals, READ_COMMITTED, type KafkajsBatch, type KafkajsCluster } from './kafkajs-cluster.js'
+import { WatermarkLookup, type Watermarks } from './watermarks.js'
 
 export interface FetchedPartition {
   topic: string
@@ -70,6 +71,7 @@ export class PartitionFetcher {
   readonly #loops = new Set<string>()
   readonly #running = new Set<Promise<void>>()
   readonly #slots: Slots
+  readonly #watermarks: WatermarkLookup
   readonly #topics = new Set<string>()
   /** A look for partitions without a loop is under way (#again: look once more after it). */
   #ensuring = false
@@ -85,6 +87,18 @@ export class PartitionFetcher {
     this.#cluster = internals.cluster()
     this.#Batch = internals.Batch as never
     this.#slots = new Slots(options.concurrency)
+    this.#watermarks = new WatermarkLookup({
+      ready: async (topics) => {
+        await this.connect(topics)
+        await this.#cluster.refreshMetadataIfNecessary()
+      },
+      cluster: () => this.#cluster,
+    })
+  }
+
+  /** The partition's low and high watermarks (asked for together with the others of the same turn). */
+  watermarks(tp: FetchedPartition): Promise<Watermarks> {
+    return this.#watermarks.get(tp.topic, tp.partition)
   }
 
   /** Starts fetching `tp` at `offset` (also one that was paused stays paused until resume()). */
