@@ -70,7 +70,7 @@ function lightRecorder(bench: GroupBench, first: FirstCommits): void {
   }
 }
 
-/** Who runs each partition, by the started and closed events since `from` (index `from` into events). */
+/** Who runs each partition now, by the started and closed events (commits are not kept). */
 function ownersNow(bench: GroupBench): Map<number, string> {
   const owners = new Map<number, string>()
   for (const e of bench.events) {

@@ -158,7 +158,6 @@ export class PartitionLifecycle {
   #claimWaitMs = 0
   /** Offsets the store was past the snapshot its start restored or compared it with (since-snapshot.ts); undefined: none, or reset. */
   #leadAtStart: number | undefined
-  #wasReset = false
   #size: StateSizeWatch | undefined
   #failure: { error: unknown } | undefined
   /** The last snapshot failure that did not stop the partition: a failed hand-off carries it. */
@@ -270,7 +269,8 @@ export class PartitionLifecycle {
       this.#size = new StateSizeWatch(o)
       await this.#size.started(restored?.source === 'snapshot' ? restored.verifiedFiles?.reduce((sum, f) => sum + f.size, 0) : undefined)
       await prepare?.({ claimWaitMs: this.#claimWaitMs })
-      this.#leadAtStart = this.#wasReset ? undefined : leadOver(restored?.snapshot?.positions, this.#store.position(o.topic, o.partition), o)
+      // A store that prepare reset is empty, without a position: no lead.
+      this.#leadAtStart = leadOver(restored?.snapshot?.positions, this.#store.position(o.topic, o.partition), o)
       // Delivers what the outbox holds (after a restart or a restore: what no owner confirmed).
       await o.outputs.attach(this.#store)
       if (o.snapshots !== undefined) this.#startSnapshots(o.snapshots, known, restored)
@@ -313,7 +313,6 @@ export class PartitionLifecycle {
 
   /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */
   async resetStore(): Promise<PartitionStore> {
-    this.#wasReset = true
     await this.#store?.close()
     this.#store = undefined
     await rm(this.#o.path, { recursive: true, force: true })

@@ -19,7 +19,7 @@ export interface Watermarks {
 export interface WatermarkSource {
   /** Connects and loads the metadata of `topics`. */
   ready(topics: readonly string[]): Promise<void>
-  cluster(): Pick<KafkajsCluster, 'refreshMetadata'> & { fetchTopicsOffset: KafkajsCluster['fetchTopicsOffset'] }
+  cluster(): Pick<KafkajsCluster, 'refreshMetadata' | 'fetchTopicsOffset'>
 }
 
 interface Waiter {
