@@ -21,8 +21,12 @@
  *   fewest a balanced assignment must move; `groupTidemarkGapMsMax` is the
  *   longest time from the assignment that gave the new member a moved
  *   partition to its first commit there (the group's own rounds, which the
- *   mock holds for the session timeout, are not Tidemark's); `stayedReopened`
- *   counts the partitions that did not move but were closed or started.
+ *   mock holds for the session timeout, are not Tidemark's), split for
+ *   information into its longest parts: `groupToStartMsMax` from the
+ *   assignment to the partition's start beginning, `groupRestoreMsMax` the
+ *   start itself (claim, restore, open), `groupToCommitMsMax` from started
+ *   to the first commit; `stayedReopened` counts the partitions that did not
+ *   move but were closed or started.
  * 3. One of the first members gets SIGTERM: `handoffAllMs` is from the signal
  *   to its exit, with every partition it ran handed off (`handoffPartitions`);
  *   `handoffResumedMs` to each of them committing at another member (the
@@ -153,12 +157,17 @@ export async function run(args: string[]): Promise<void> {
     let gapMax = 0
     let claimWaitMsMax = 0
     let restoreMsMax = 0
+    let toStartMsMax = 0
+    let toCommitMsMax = 0
     let bytesDownloadedAtMove = 0
     for (const p of moved) {
       const owner = after.get(p)!
       const start = since.findLast((e): e is Extract<GroupEvent, { t: 'started' }> => e.t === 'started' && e.partition === p && e.member === owner)!
       const assignedAt = Math.max(...since.filter((e) => e.t === 'assignment' && e.member === owner && e.at <= start.at && e.partitions.includes(p)).map((e) => e.at))
-      gapMax = Math.max(gapMax, first.of(owner, p)! - assignedAt)
+      const committedAt = first.of(owner, p)!
+      gapMax = Math.max(gapMax, committedAt - assignedAt)
+      toStartMsMax = Math.max(toStartMsMax, start.at - start.restoreMs - assignedAt)
+      toCommitMsMax = Math.max(toCommitMsMax, committedAt - start.at)
       claimWaitMsMax = Math.max(claimWaitMsMax, start.claimWaitMs)
       restoreMsMax = Math.max(restoreMsMax, start.restoreMs)
       bytesDownloadedAtMove += start.bytesDownloaded
@@ -193,6 +202,8 @@ export async function run(args: string[]): Promise<void> {
       groupTidemarkGapMsMax: round(gapMax, 1),
       groupClaimWaitMsMax: round(claimWaitMsMax, 1),
       groupRestoreMsMax: round(restoreMsMax, 1),
+      groupToStartMsMax: round(toStartMsMax, 1),
+      groupToCommitMsMax: round(toCommitMsMax, 1),
       groupBytesDownloadedAtMove: bytesDownloadedAtMove,
       groupWarmupBytes: warmupBytes,
       groupMovedStateBytesSample: movedStateBytes,

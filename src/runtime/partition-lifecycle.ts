@@ -119,19 +119,6 @@ export interface LifecycleStart {
 const PREFETCH_CONCURRENCY = 2
 
 /**
- * Checked once, where each runtime validates its options: the partition's
- * claim lives in the snapshot store, and a store that cannot write
- * conditionally cannot hold it. Such a store is refused rather than run
- * without a claim: two owners of one partition would then both commit
- * snapshots, and only epoch order (not a claim) would tell them apart.
- */
-export function checkClaimStore(store: SnapshotStore, field: string): void {
-  if (store.capabilities?.conditionalPut !== true || store.capabilities.compareAndSwap !== true) {
-    throw new RangeError(`${field} (${store.url}) cannot hold the partition's claim: it needs capabilities.conditionalPut and capabilities.compareAndSwap (conditional puts; a server that ignores them is opened with conditionalPut: false)`)
-  }
-}
-
-/**
  * The life of one partition, the same for every runtime: take the claim,
  * restore (the local store when it is intact and not behind the newest
  * snapshot, else the newest usable snapshot, else empty), open the store,
@@ -354,6 +341,7 @@ export class PartitionLifecycle {
     const { claim, listingIsCurrent, waitedMs } = await acquireAssigned({
       store, job: o.job, partition: o.key, listed, waitMs: policy.waitMs,
       ...(policy.signal === undefined ? {} : { signal: policy.signal }),
+      onChange: () => o.events.phase?.('claim-changed'),
       // While the previous owner takes its hand-off snapshot, the newest
       // snapshot's files are downloaded: the hand-off is incremental, so
       // the restore is then left with the files it added. Not when a local
@@ -557,8 +545,9 @@ export class PartitionLifecycle {
 
   /**
    * Stops scheduling, waits for a snapshot in flight, closes the outputs and
-   * the store, and releases the claim (last, once nothing of this owner can
-   * write any more; a claim that was lost is not released). Idempotent.
+   * the store, and releases the claim (once nothing of this owner can write
+   * to shared storage any more: an assigned claim while the store closes, a
+   * leased one last; a claim that was lost is not released). Idempotent.
    */
   shutdown(): Promise<void> {
     this.#shutdown ??= this.#close()
@@ -567,14 +556,20 @@ export class PartitionLifecycle {
 
   async #close(): Promise<void> {
     this.#keeper?.stop()
+    let released: Promise<void> | undefined
     try {
       await this.#scheduler?.stop()
       await this.#snapshotter?.close()
       await this.#o.outputs.close()
+      // An assigned claim is released while the store closes (25-120 ms of
+      // a hand-over under load): its next owner is another member, or a task
+      // here that starts once this one closed (consumer/assignments.ts). A
+      // leased one last: its next owner may open this directory at once.
+      if (this.#o.claim?.kind === 'assigned') released = this.#release()
       await this.#store?.close()
       this.#o.events.phase?.('store-closed')
     } finally {
-      await this.#release()
+      await (released ?? this.#release())
       this.#o.events.phase?.('released')
     }
   }
