@@ -14,6 +14,18 @@ it('a run that fails gives its slot back', async () => {
   expect(await slots.run(() => Promise.resolve('next'))).toBe('next')
 })
 
+it('a run with `ahead` waits before the runs without it, and in its own order among them', async () => {
+  const slots = new Slots(1)
+  const release = await slots.acquire()
+  const order: string[] = []
+  const runs = ['behind 1', 'ahead 1', 'behind 2', 'ahead 2'].map((name) => slots.run(async () => { order.push(name) }, name.startsWith('ahead')))
+  expect(slots.waiting).toBe(4)
+  release()
+  await Promise.all(runs)
+  expect(order).toEqual(['ahead 1', 'ahead 2', 'behind 1', 'behind 2'])
+  expect([slots.active, slots.waiting]).toEqual([0, 0])
+})
+
 it('the stores of a budget write in its slots: beyond the limit, commits wait', async () => {
   const budget = new StoreBudget()
   const counts = valueState<number>('counts')

@@ -1,5 +1,5 @@
 import type { Kafka, KafkaMessage } from 'kafkajs'
-import { BatchSlots } from './batch-slots.js'
+import { Slots } from '../../../src/util/index.js'
 import { kafkajsInternals, READ_COMMITTED, type KafkajsBatch, type KafkajsCluster } from './kafkajs-cluster.js'
 import { WatermarkLookup, type Watermarks } from './watermarks.js'
 
@@ -54,7 +54,6 @@ interface FetchedBatchOf {
   offset: bigint
   highWatermark: bigint
 }
-type FetchedRound = FetchedBatchOf[]
 
 /** kafkajs's consumer defaults. */
 const MIN_BYTES = 1
@@ -97,7 +96,7 @@ export class PartitionFetcher {
   /** Leaders with a Fetch of fresh partitions in flight. */
   readonly #asides = new Set<string>()
   readonly #running = new Set<Promise<void>>()
-  readonly #slots: BatchSlots
+  readonly #slots: Slots
   readonly #watermarks: WatermarkLookup
   readonly #topics = new Set<string>()
   /** A look for partitions without a loop is under way (#again: look once more after it). */
@@ -113,7 +112,7 @@ export class PartitionFetcher {
     this.#o = options
     this.#cluster = internals.cluster()
     this.#Batch = internals.Batch as never
-    this.#slots = new BatchSlots(options.concurrency)
+    this.#slots = new Slots(options.concurrency)
     this.#watermarks = new WatermarkLookup({
       ready: async (topics) => {
         await this.connect(topics)
@@ -294,7 +293,7 @@ export class PartitionFetcher {
         this.#loops.delete(nodeId)
         return
       }
-      let batches: FetchedRound
+      let batches: FetchedBatchOf[]
       try {
         batches = await this.#fetch(nodeId, mine)
       } catch (error) {
@@ -324,7 +323,7 @@ export class PartitionFetcher {
    * order of the response. A partition whose offset is out of range is
    * paused and reported, and has no batch; other failures throw.
    */
-  async #fetch(nodeId: string, entries: readonly Entry[]): Promise<FetchedRound> {
+  async #fetch(nodeId: string, entries: readonly Entry[]): Promise<FetchedBatchOf[]> {
     const asked = new Map(entries.map((e) => [key(e.tp), { e, version: e.version, offset: e.position! }]))
     for (const e of entries) {
       e.fetching = true
@@ -348,7 +347,7 @@ export class PartitionFetcher {
         topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
       })
       this.#failures = 0
-      const batches: FetchedRound = []
+      const batches: FetchedBatchOf[] = []
       for (const { topicName, partitions } of responses) {
         for (const data of partitions) {
           const a = asked.get(key({ topic: topicName, partition: data.partition }))
@@ -381,11 +380,13 @@ export class PartitionFetcher {
    */
   #fetchFresh(nodeId: string, led?: readonly Entry[]): void {
     if (this.#stopped || !this.#handling.has(nodeId) || this.#asides.has(nodeId)) return
+    // Once per round: the leaders are looked up only when some partition is fresh.
+    if (led === undefined && ![...this.#entries.values()].some((e) => e.fresh)) return
     const fresh = (led ?? this.#byLeader().get(nodeId) ?? []).filter((e) => e.fresh)
     if (fresh.length === 0) return
     this.#asides.add(nodeId)
     const run = (async () => {
-      let batches: FetchedRound = []
+      let batches: FetchedBatchOf[] = []
       try {
         batches = await this.#fetch(nodeId, fresh)
       } catch {
@@ -396,7 +397,7 @@ export class PartitionFetcher {
       this.#fetchFresh(nodeId)
       await Promise.all(batches.map((b) => this.#handle(b, true)))
       // The loop may have ended meanwhile, finding nothing else to fetch.
-      this.#changedNow()
+      if (!this.#loops.has(nodeId)) this.#changedNow()
     })()
     this.#running.add(run)
     void run.finally(() => this.#running.delete(run))
