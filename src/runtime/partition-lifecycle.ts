@@ -11,20 +11,18 @@ import { acquireAssigned } from '../ownership/assigned.js'
 import type { MemberLease } from '../ownership/member-lease.js'
 import { PartitionStore } from '../store/partition-store.js'
 import type { PartitionStoreOptions } from '../store/store-options.js'
-import type { StateDefinition } from '../store/state.js'
 import { listVerifiedManifests, type VerifiedManifests } from '../snapshot/catalog.js'
 import { SnapshotLayout } from '../snapshot/layout.js'
 import { finishPrefetch, prefetchSnapshot, removeStalePrefetch, type Prefetch } from '../snapshot/prefetch.js'
-import type { SnapshotFollower } from '../snapshot/follow.js'
-import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreResult, type ReusableFile, type SkippedSnapshot } from '../snapshot/restore/index.js'
+import type { RestoreResult, ReusableFile, SkippedSnapshot } from '../snapshot/restore/index.js'
 import { defaultSnapshotPacer, SnapshotScheduler, type SnapshotSchedulerOptions } from '../snapshot/scheduler.js'
 import { Snapshotter } from '../snapshot/snapshotter.js'
 import { type SnapshotResult, type SnapshotterOptions } from '../snapshot/snapshotter-types.js'
-import { errorFields, type Logger } from '../logging/logger.js'
+import { errorFields } from '../logging/logger.js'
 import { reportUndeclaredStates } from './undeclared-states.js'
 import { StateSizeWatch, type StateSizeSettings } from './state-size.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
-import { ProgressMeter } from './progress.js'
+import { inspectIntact, restoreStep, standbyFiles, type IntactLocal, type RestoredStep, type RestoreStepOptions } from './restore-step.js'
 import { ClaimKeeper } from './claim-keeper.js'
 import { leadOver, sinceSnapshot } from './since-snapshot.js'
 import type { LifecycleEvents } from './lifecycle-events.js'
@@ -58,40 +56,20 @@ export type ClaimPolicy =
   | { kind: 'lease'; leaseMs: number; takeover: ClaimTakeover; owner?: string; clock: () => number; memberLease?: MemberLease }
   | { kind: 'assigned'; waitMs: number; signal?: AbortSignal }
 
-export interface PartitionLifecycleOptions {
-  job: string
-  /** The partition's name in the snapshot store: its number for a standalone processor, `<topic>-<partition>` in a consumer group. */
-  key: number | string
-  /** Labels of the source partition, for messages and logs. */
-  topic: string
-  partition: number
-  /** The local partition store directory. */
-  path: string
-  states: readonly StateDefinition[]
+/** The shared fields (job, partition, path, states, standby and the restore's settings) are RestoreStepOptions'. */
+export interface PartitionLifecycleOptions extends RestoreStepOptions {
   store?: Omit<PartitionStoreOptions, 'path' | 'states'>
   snapshots?: LifecycleSnapshotSettings
   /** Required with snapshots. */
   claim?: ClaimPolicy
-  /** Start from empty state when neither a local store nor a usable snapshot exists. */
-  allowEmpty: boolean
-  downloadConcurrency?: number
   /** The partition's outbox and dedupe: attached to the store once it is open, closed before it. */
   outputs: PartitionOutputs
-  logger: Logger
   events: LifecycleEvents
   /** The state size's soft limit and the pace of its measures (state-size.ts): measured at the start and after commits. */
   stateSize?: StateSizeSettings
   /** Called once, when the partition stops on a failure (the first one). */
   onFailure?(error: unknown): void
-  /**
-   * A warm copy of the partition's snapshots that this process kept as a
-   * standby: stopped once the claim is held, and its files handed to the
-   * restore, which then downloads only what came after its last sync.
-   */
-  standby?: SnapshotFollower
 }
-
-type IntactLocal = LocalState & { state: 'intact' }
 
 /** Where a start found its state. */
 export interface LifecycleStart {
@@ -199,13 +177,16 @@ export class PartitionLifecycle {
       if (o.snapshots !== undefined) {
         const store = o.snapshots.store
         early = this.#inspectEarly()
-        // The claim comes first: nothing is restored, committed or published
-        // before it is held (the local store is only opened meanwhile). Its
-        // epoch is above every snapshot that verifies, so this owner's
-        // snapshots fence every writer before it. The listing serves the
-        // restore and the first snapshot too, unless a snapshot committed
-        // after it (the previous owner's hand-off).
+        // The claim comes first: nothing is committed or published before it
+        // is held, and nothing restored but a group's warm standby copy (into
+        // this member's own directory, #restoreAhead). Its epoch is above every
+        // snapshot that verifies, so this owner's snapshots fence every writer
+        // before it. The listing serves the restore and the first snapshot
+        // too, unless a snapshot committed after it (the previous owner's hand-off).
         const listed = await listVerifiedManifests(store, this.#layout)
+        const ahead = o.standby !== undefined && o.claim?.kind === 'assigned' ? this.#restoreAhead(store, listed, early) : undefined
+        ahead?.catch(() => undefined) // awaited after the claim: a failure meanwhile is not unhandled
+        if (ahead !== undefined) early = undefined
         let prefetch: Prefetch | undefined
         try {
           const current = await this.#acquire(store, listed, (p) => { prefetch = p })
@@ -215,33 +196,20 @@ export class PartitionLifecycle {
           known = current ? listed : await listVerifiedManifests(store, this.#layout, listed)
         } catch (err) {
           await prefetch?.dispose()
+          await ahead?.then((step) => step.store?.close()).catch(() => undefined)
           throw err
         }
-        if (prefetch === undefined) await removeStalePrefetch(o.path)
-        const reuse = await finishPrefetch(prefetch, known.valid[0]?.manifest) ?? await this.#standbyFiles()
-        if (reuse !== undefined) o.events.phase?.(`reusing ${reuse.length} files`)
-        const meter = o.events.progress === undefined ? undefined : new ProgressMeter('restore', o.events.progress)
-        const local = await early
-        early = undefined
-        const kept = await restoreKeepingStore({
-          snapshotStore: store,
-          job: o.job,
-          partition: o.key,
-          target: o.path,
-          allowEmpty: o.allowEmpty,
-          ...(o.downloadConcurrency === undefined ? {} : { downloadConcurrency: o.downloadConcurrency }),
-          ...(meter === undefined ? {} : { onProgress: (p: { bytesDownloaded: number; bytesTotal: number }) => meter.update(p.bytesDownloaded, p.bytesTotal) }),
-          onEvent: (event) => o.events.restore(event),
-          logger: o.logger,
-          knownManifests: known,
-          states: o.states,
-          ...(reuse === undefined ? {} : { reuse }),
-        }, local).finally(async () => {
-          // The restored store holds its own links to the files.
-          await prefetch?.dispose()
-          await o.standby?.dispose().catch((error: unknown) => o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, err: error }, 'removing the standby copy failed'))
-        })
-        meter?.finish()
+        let kept: RestoredStep
+        if (ahead === undefined) {
+          if (prefetch === undefined) await removeStalePrefetch(o.path)
+          const reuse = await finishPrefetch(prefetch, known.valid[0]?.manifest) ?? await standbyFiles(o)
+          if (reuse !== undefined) o.events.phase?.(`reusing ${reuse.length} files`)
+          const local = await early
+          early = undefined
+          kept = await restoreStep(o, store, known, reuse, local, prefetch)
+        } else {
+          kept = await this.#afterAhead(ahead, store, known)
+        }
         restored = kept.result
         opened = kept.store
         skipped = this.#skipped(restored, listed)
@@ -280,22 +248,49 @@ export class PartitionLifecycle {
     }
   }
 
+  /** The local store, opened while the claim is taken: the directory is this process's alone (LevelDB's lock), and nothing is committed from it before the claim. */
+  #inspectEarly(): Promise<IntactLocal | undefined> {
+    return inspectIntact(this.#o.path, () => this.#open(false))
+  }
+
   /**
-   * The local store, inspected and opened while the claim is taken, so that
-   * a start that uses it as it is opens it once, at the same time. Opening
-   * it is safe before the claim: the directory is this process's alone
-   * (LevelDB's lock), and nothing is committed or published from it until
-   * the claim is held. Undefined when it is not an intact store or anything
-   * here failed: the restore then inspects it again after the claim, and
-   * reports what it finds as it always did.
+   * A consumer group's moved partition, restored over its warm standby copy
+   * while the claim is taken: the two took about half a second each, in
+   * series, under a scale-out's load (docs/consumer-group.md, step 3). The
+   * directory is this member's own, and what is restored is a snapshot
+   * that verified: the store is only used once the claim is held, and only
+   * if the listing was current (#afterAhead). `early` is closed here unless
+   * it comes back open.
    */
-  async #inspectEarly(): Promise<IntactLocal | undefined> {
+  async #restoreAhead(store: SnapshotStore, listed: VerifiedManifests, early: Promise<IntactLocal | undefined>): Promise<RestoredStep> {
+    const o = this.#o
+    let reuse: ReusableFile[] | undefined
     try {
-      const local = await inspectLocal(this.#o.path, true, () => this.#open(false))
-      return local.state === 'intact' ? local : undefined
-    } catch {
-      return undefined
+      await removeStalePrefetch(o.path)
+      reuse = await standbyFiles(o)
+    } catch (err) {
+      await early.then((local) => local?.store?.close()).catch(() => undefined)
+      throw err
     }
+    o.events.phase?.(`restoring ahead, reusing ${reuse?.length ?? 0} files`)
+    const step = await restoreStep(o, store, listed, reuse, await early, undefined)
+    // Opened ahead too (as #inspectEarly opens a local store): nothing is committed before the claim.
+    return step.store === undefined ? { ...step, store: await this.#open() } : step
+  }
+
+  /**
+   * The store restored ahead if the newest snapshot listed once the claim
+   * was held is the one it restored. Else the previous owner committed one
+   * since (its hand-off): restored again over what was restored ahead, whose
+   * tables are linked, so only the hand-off's files are downloaded. A failed
+   * restore ahead is tried again so too (the hand-off may be the first).
+   */
+  async #afterAhead(ahead: Promise<RestoredStep>, store: SnapshotStore, known: VerifiedManifests): Promise<RestoredStep> {
+    const step = await ahead.catch(() => undefined)
+    if (step !== undefined && step.result.snapshot?.key === known.valid[0]?.ref.key) return step
+    await step?.store?.close()
+    this.#o.events.phase?.('restoring the hand-off')
+    return restoreStep(this.#o, store, known, undefined, await this.#inspectEarly(), undefined)
   }
 
   /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */
@@ -310,14 +305,6 @@ export class PartitionLifecycle {
   #open(create = true): Promise<PartitionStore> {
     const o = this.#o
     return PartitionStore.open({ ...o.store, path: o.path, states: o.outputs.states(o.states), ...(create ? {} : { create }) })
-  }
-
-  /** The standby copy's files, once its follower stopped (a sync must not remove what the restore links). */
-  async #standbyFiles(): Promise<ReusableFile[] | undefined> {
-    const standby = this.#o.standby
-    if (standby === undefined) return undefined
-    await standby.stop()
-    return standby.reusableFiles()
   }
 
   /** Resolves true when `listed` is current for the claim taken. */
