@@ -245,7 +245,7 @@ export const ROWS: readonly Row[] = [
   {
     name: 'many',
     run: ['many'],
-    what: '1,024 `PartitionProcessor`s in one process on the default store budget, file logs, snapshots to a file-system store: 4 MiB of state each, snapshotted once after its catch-up, then windows of the same total event rate over all of them and over 16, interleaved. The schedule is the default one scaled down in time (`intervalMs` 5 s, not 5 minutes: each window holds several intervals, so the requests are the steady state\'s; the process\'s pacer gives time-based snapshots the same number of turns per interval at any interval)',
+    what: '1,024 `PartitionProcessor`s in one process on the default store budget, file logs, snapshots to a file-system store: 4 MiB of state each, snapshotted once after its catch-up, then windows of the same total event rate over all of them and over 16, interleaved, each ending when its own events are committed (a side that falls behind pays its backlog in its own window). The schedule is the default one scaled down in time (`intervalMs` 5 s, not 5 minutes: each window holds several intervals, so the requests are the steady state\'s; the process\'s pacer gives time-based snapshots the same number of turns per interval at any interval)',
     measures: [...SNAPSHOTS, 'src/runtime', 'src/log', 'src/ownership'],
     figures: (f) => clauses([
       phrase(f, ['partitions', 'mbPerPartition', 'rate'], (n, m, r) => `${int(n)} partitions of ${m} MiB at ${int(r)} events/s in all`),
