@@ -286,10 +286,11 @@ export class PartitionLifecycle {
    * restore ahead is tried again so too (the hand-off may be the first).
    */
   async #afterAhead(ahead: Promise<RestoredStep>, store: SnapshotStore, known: VerifiedManifests): Promise<RestoredStep> {
-    const step = await ahead.catch(() => undefined)
+    const o = this.#o
+    const step = await ahead.catch((error: unknown) => { o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, ...errorFields(error) }, 'the restore ahead of the claim failed; restoring again'); return undefined })
     if (step !== undefined && step.result.snapshot?.key === known.valid[0]?.ref.key) return step
     await step?.store?.close()
-    this.#o.events.phase?.('restoring the hand-off')
+    o.events.phase?.(step === undefined ? 'restoring again' : 'restoring the hand-off')
     return restoreStep(this.#o, store, known, undefined, await this.#inspectEarly(), undefined)
   }
 

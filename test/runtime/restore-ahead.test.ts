@@ -7,7 +7,7 @@
 // ahead end: without the change the restore waits for the claim, and the
 // test never gets there (it times out).
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { noopLogger } from '../../src/logging/logger.js'
+import { noopLogger, type Logger } from '../../src/logging/logger.js'
 import { readClaim } from '../../src/ownership/claim.js'
 import { PartitionLifecycle, type LifecycleStart } from '../../src/runtime/partition-lifecycle.js'
 import { PartitionOutputs } from '../../src/outputs/partition-outputs.js'
@@ -19,9 +19,9 @@ import { readTotals, TOPIC, totals } from './fixtures/totals.js'
 
 const none = (): void => undefined
 
-function lifecycle(job: string, store: FsSnapshotStore, phases: string[] = [], standby?: SnapshotFollower): PartitionLifecycle {
+function lifecycle(job: string, store: FsSnapshotStore, phases: string[] = [], standby?: SnapshotFollower, logger: Logger = noopLogger): PartitionLifecycle {
   const life = new PartitionLifecycle({
-    job, key: 0, topic: TOPIC, partition: 0, path: `${tempDir()}/p0`, states: [totals], allowEmpty: true, logger: noopLogger,
+    job, key: 0, topic: TOPIC, partition: 0, path: `${tempDir()}/p0`, states: [totals], allowEmpty: true, logger,
     snapshots: { store, schedule: { intervalMs: 0, everyEvents: 0, everyBytes: 0 } },
     claim: { kind: 'assigned', waitMs: 60_000 },
     outputs: new PartitionOutputs({ job, topic: TOPIC, partition: 0, outputs: undefined, dedupe: 'off' }),
@@ -97,5 +97,31 @@ describe('PartitionLifecycle: a group\'s standby copy restored while the claim i
     expect(phases).toContain('restoring the hand-off')
     expect(await readTotals(b.store!)).toEqual(expected)
     expect(b.store!.position(TOPIC, 0)).toBe(1n)
+  })
+
+  it('restores again after the claim when the restore ahead failed, and logs why', { timeout: 30_000 }, async () => {
+    const store = new FsSnapshotStore({ root: tempDir() })
+    onTestFinished(() => store.close())
+    const job = 'ahead-failed'
+    const a = lifecycle(job, store)
+    await a.start()
+    await put(a.store!, 50, 0n)
+    await a.snapshot()
+    const expected = await readTotals(a.store!)
+    const standby = new SnapshotFollower({ snapshotStore: store, job, partition: 0, dir: tempDir() })
+    await standby.sync()
+    // The standby cannot be stopped: the restore ahead fails before it restores anything.
+    standby.stop = () => Promise.reject(new Error('standby stop refused'))
+    const warned: Array<{ fields: object; message: string }> = []
+    const logger: Logger = { ...noopLogger, warn: (fields, message) => { warned.push({ fields, message }) } }
+    const phases: string[] = []
+    const b = lifecycle(job, store, phases, standby, logger)
+    const started = b.start()
+    started.catch(() => undefined)
+    await a.shutdown()
+    expect(await started).toMatchObject({ source: 'snapshot', snapshot: '0000000001-000000000000' })
+    expect(phases).toContain('restoring again')
+    expect(warned).toContainEqual(expect.objectContaining({ message: expect.stringMatching(/restore ahead of the claim failed/), fields: expect.objectContaining({ err: expect.objectContaining({ message: 'standby stop refused' }) }) }))
+    expect(await readTotals(b.store!)).toEqual(expected)
   })
 })
