@@ -123,6 +123,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
   #memberId: string | undefined
   /** kafkajs crashes since the last successful join. */
   #crashes = 0
+  /** Settles start(): the first GROUP_JOIN, a final crash, or close(). */
+  #firstJoin: { resolve(): void; reject(error: unknown): void } | undefined
   /** Local copies, standbys and what the assignor is told of them. */
   readonly #local: LocalState
   /** The member id that a close({ leaveGroup: false }) left in stateDir: the first join goes under it. */
@@ -185,11 +187,18 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     }, { handoff: o.handoff.snapshot })
   }
 
-  /** Connects, joins the group and starts consuming; resolves after the first join. */
+  /**
+   * Connects, joins the group and starts consuming; resolves after the
+   * first join (its 'assignment' event has been emitted), or once close()
+   * ends the wait. kafkajs's run() alone is not that: a first join that
+   * crashes (the mock's racing SyncGroup) lets run() resolve, and the join
+   * happens at kafkajs's restart.
+   */
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new TidemarkError('TIDEMARK_PROCESSOR_CLOSED', `start() was already called (state: ${this.#state})`)
     this.#state = 'starting'
     const c = this.#consumer
+    const firstJoin = new Promise<void>((resolve, reject) => { this.#firstJoin = { resolve, reject } })
     c.on(c.events.GROUP_JOIN, ({ payload }) => {
       // The group only decides membership and the assignment: kafkajs
       // fetches nothing (a restarted kafkajs consumer forgot its pauses),
@@ -205,12 +214,15 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       const change = this.#assignments.assign(partitions)
       this.#fetcher.retain(partitions)
       this.emit('assignment', { partitions, ...change, standbys: [...(info?.standbys ?? [])], warmups: [...(info?.warmups ?? [])] })
+      this.#firstJoin?.resolve()
     })
     c.on(c.events.CRASH, ({ payload }) => {
       const restart = payload.restart || this.#restartAfterCrash()
       // Out of the group for good: the group will give the partitions to others.
       if (!restart) this.#fetcher.pauseAll()
-      this.emit('crash', { error: crashError(payload.error), restart })
+      const error = crashError(payload.error)
+      if (!restart) this.#firstJoin?.reject(error)
+      this.emit('crash', { error, restart })
     })
     try {
       await this.#local.findOnDisk()
@@ -221,12 +233,16 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
       await c.connect()
       await c.subscribe({ topics: [...this.options.topics], fromBeginning: true })
       await this.#run()
+      await firstJoin
     } catch (err) {
       this.#state = 'closed'
       await Promise.allSettled([c.disconnect(), this.#admin.disconnect()])
       throw new TidemarkError('TIDEMARK_LOG_UNAVAILABLE', `the consumer of group ${this.options.groupId} could not start: ${(err as Error)?.message ?? err}`, { cause: err })
+    } finally {
+      this.#firstJoin = undefined
     }
-    this.#state = 'running'
+    // close() may have ended the wait: it owns the state from then on.
+    if (this.#state === 'starting') this.#state = 'running'
   }
 
   /**
@@ -346,6 +362,8 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
 
   async #close(leaveGroup: boolean): Promise<CloseResult> {
     this.#state = 'closing'
+    // A start() still waiting for its first join has nothing more to wait for.
+    this.#firstJoin?.resolve()
     this.#fetcher.pauseAll()
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
     // Standby copies stop where they are: a restart with this stateDir takes them up again.
