@@ -22,7 +22,7 @@ import { errorFields } from '../logging/logger.js'
 import { reportUndeclaredStates } from './undeclared-states.js'
 import { StateSizeWatch, type StateSizeSettings } from './state-size.js'
 import type { PartitionOutputs } from '../outputs/partition-outputs.js'
-import { inspectIntact, restoreStep, standbyFiles, type IntactLocal, type RestoredStep, type RestoreStepOptions } from './restore-step.js'
+import { inspectIntact, restoredTables, restoreStep, standbyFiles, type IntactLocal, type RestoredStep, type RestoreStepOptions } from './restore-step.js'
 import { ClaimKeeper } from './claim-keeper.js'
 import { leadOver, sinceSnapshot } from './since-snapshot.js'
 import type { LifecycleEvents } from './lifecycle-events.js'
@@ -290,8 +290,9 @@ export class PartitionLifecycle {
     const step = await ahead.catch((error: unknown) => { o.logger.warn({ job: o.job, topic: o.topic, partition: o.partition, ...errorFields(error) }, 'the restore ahead of the claim failed; restoring again'); return undefined })
     if (step !== undefined && step.result.snapshot?.key === known.valid[0]?.ref.key) return step
     await step?.store?.close()
-    o.events.phase?.(step === undefined ? 'restoring again' : 'restoring the hand-off')
-    return restoreStep(this.#o, store, known, undefined, await this.#inspectEarly(), undefined)
+    const reuse = step === undefined ? undefined : await restoredTables(o.path, step.result)
+    o.events.phase?.(reuse === undefined ? 'restoring again' : `restoring the hand-off, reusing ${reuse.length} files`)
+    return restoreStep(this.#o, store, known, reuse, await this.#inspectEarly(), undefined)
   }
 
   /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */

@@ -1,3 +1,5 @@
+import { lstat } from 'node:fs/promises'
+import { join } from 'node:path'
 import { inspectLocal, restoreKeepingStore, type LocalState, type RestoreResult, type ReusableFile } from '../snapshot/restore/index.js'
 import type { VerifiedManifests } from '../snapshot/catalog.js'
 import type { Prefetch } from '../snapshot/prefetch.js'
@@ -8,6 +10,8 @@ import type { StateDefinition } from '../store/state.js'
 import type { Logger } from '../logging/logger.js'
 import type { LifecycleEvents } from './lifecycle-events.js'
 import { ProgressMeter } from './progress.js'
+import { fileKind } from '../snapshot/leveldb-files.js'
+import { mapLimit } from '../util/index.js'
 
 /** A partition's restore settings: the part of PartitionLifecycleOptions that a restore takes. */
 export interface RestoreStepOptions {
@@ -62,6 +66,25 @@ export async function standbyFiles(o: RestoreStepOptions): Promise<ReusableFile[
   if (o.standby === undefined) return undefined
   await o.standby.stop()
   return o.standby.reusableFiles()
+}
+
+/**
+ * The table files that a restore installed at `path` and verified, to be
+ * linked by the next restore over the same store instead of hashed again
+ * (the restore of a hand-off over the store restored ahead of the claim:
+ * hashing a 512 MiB store's tables took 1.5 s). A table's bytes are synced
+ * by the restore that installed them, and LevelDB never rewrites a table;
+ * one that a compaction removed since (the store was open) is left out.
+ * Only tables: LevelDB rewrites CURRENT and MANIFESTs at every open.
+ */
+export async function restoredTables(path: string, result: RestoreResult): Promise<ReusableFile[]> {
+  const tables = (result.verifiedFiles ?? []).filter((f) => fileKind(f.name) === 'table')
+  const found = await mapLimit(tables, 8, async (f) => {
+    const file = join(path, f.name)
+    const info = await lstat(file).catch(() => undefined)
+    return info?.isFile() === true && info.size === f.size ? { name: f.name, size: f.size, sha256: f.sha256, path: file, synced: true } : undefined
+  })
+  return found.filter((f) => f !== undefined)
 }
 
 /**
