@@ -66,10 +66,30 @@ const WHOLE_FILE_BYTES = 64 * 1024 * 1024
  * snapshotting at once in one process peaked at 410-474 MB RSS, 340-367 MB
  * without (bench/partitions.ts), and one partition's upload rate did not
  * drop (bench/snapshot.ts, 256 MiB: uploadRatio 0.86-0.93 before, 0.96-0.99).
+ *
+ * Nothing is read before the stream is first read: a snapshot store reads
+ * a body only once the upload has its slot (the stores' maxConcurrentUploads),
+ * and every archive waiting for a slot held its first file whole until then.
+ * 1,024 partitions whose snapshots came due together after a catch-up
+ * (`npm run bench -- many`) held 660 MB of such files while 16 uploaded.
  */
 export function packFiles(files: readonly PackInput[]): { stream: Readable; entries: Promise<PackedEntry[]> } {
   const pack = tar.pack()
+  let begin!: () => void
+  const begun = new Promise<void>((resolve) => { begin = resolve })
+  async function* lazily(): AsyncGenerator<Buffer> {
+    begin()
+    yield* pack as AsyncIterable<Buffer>
+  }
+  const stream = Readable.from(lazily(), { objectMode: false, highWaterMark: 0 })
+  stream.once('close', begin)
   const entries = (async () => {
+    await begun
+    if (stream.destroyed) {
+      // Destroyed before it was read (its upload failed first): nothing to read, and nobody to hear the pack's error.
+      pack.destroy()
+      throw new Error('the archive was destroyed before it was read')
+    }
     const out: PackedEntry[] = []
     let pos = 0
     try {
@@ -101,7 +121,7 @@ export function packFiles(files: readonly PackInput[]): { stream: Readable; entr
   // The caller learns about a failure from the stream (its upload fails);
   // this keeps an unobserved rejection from crashing the process meanwhile.
   entries.catch(() => undefined)
-  return { stream: Readable.from(pack, { objectMode: false, highWaterMark: 0 }), entries }
+  return { stream, entries }
 }
 
 async function readWhole(file: PackInput): Promise<{ data: Buffer; sha256: string } | undefined> {
