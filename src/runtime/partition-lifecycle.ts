@@ -292,7 +292,7 @@ export class PartitionLifecycle {
     await step?.store?.close()
     const reuse = step === undefined ? undefined : await restoredTables(o.path, step.result)
     o.events.phase?.(reuse === undefined ? 'restoring again' : `restoring the hand-off, reusing ${reuse.length} files`)
-    return restoreStep(this.#o, store, known, reuse, await this.#inspectEarly(), undefined)
+    return restoreStep(o, store, known, reuse, await this.#inspectEarly(), undefined)
   }
 
   /** Discards the local state and opens an empty store in its place (a runtime's rebuild on purpose, inside start's prepare). */

@@ -82,7 +82,7 @@ export async function restoredTables(path: string, result: RestoreResult): Promi
   const found = await mapLimit(tables, 8, async (f) => {
     const file = join(path, f.name)
     const info = await lstat(file).catch(() => undefined)
-    return info?.isFile() === true && info.size === f.size ? { name: f.name, size: f.size, sha256: f.sha256, path: file, synced: true } : undefined
+    return info?.isFile() === true && info.size === f.size ? { ...f, path: file, synced: true } : undefined
   })
   return found.filter((f) => f !== undefined)
 }

@@ -218,10 +218,12 @@ export class StatefulConsumer<V = unknown> extends EventEmitter<StatefulConsumer
     })
     c.on(c.events.CRASH, ({ payload }) => {
       const restart = payload.restart || this.#restartAfterCrash()
-      // Out of the group for good: the group will give the partitions to others.
-      if (!restart) this.#fetcher.pauseAll()
       const error = crashError(payload.error)
-      if (!restart) this.#firstJoin?.reject(error)
+      if (!restart) {
+        // Out of the group for good: the group will give the partitions to others, and start() fails.
+        this.#fetcher.pauseAll()
+        this.#firstJoin?.reject(error)
+      }
       this.emit('crash', { error, restart })
     })
     try {
